@@ -1,0 +1,106 @@
+"""Command line of the bench: one subcommand per part, plus `report` that merges and prints the table."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from arkouda_bench import results
+from arkouda_bench.sshd import BenchSetupError
+
+log = logging.getLogger(__name__)
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _positive(text: str) -> int:
+    value = _ints(text)
+    if len(value) != 1:
+        raise argparse.ArgumentTypeError(f"expected one positive integer, got {text!r}")
+    return value[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m arkouda_bench", description=__doc__)
+    p.add_argument(
+        "--results-dir",
+        type=Path,
+        default=Path(os.environ.get("RESULTS_DIR", "results")),
+        help="where parts, bench.csv and bench.json go (env RESULTS_DIR)",
+    )
+    p.add_argument(
+        "--repo-root",
+        type=Path,
+        default=Path(os.environ.get("REPO_ROOT", ".")),
+        help="the checkout (for the commit in the results; env REPO_ROOT)",
+    )
+    p.add_argument("--log-level", default=os.environ.get("ARKBENCH_LOG_LEVEL", "INFO"))
+    sub = p.add_subparsers(dest="part", required=True)
+
+    f = sub.add_parser(
+        "fanout", help="issue 7: parallel ssh fan-out, OpenSSH default vs ours vs ours+pre-warm"
+    )
+    f.add_argument("--hosts", type=_ints, default=[16, 64, 256], help="host counts N (default 16,64,256)")
+    f.add_argument("--repeats", type=_positive, default=3)
+
+    r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
+    r.add_argument(
+        "--markdown", action="store_true", help="print the table as Markdown (for bench/README.md)"
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s", stream=sys.stderr
+    )
+    results_dir: Path = args.results_dir.resolve()
+    command = results.this_command()
+    facts = results.machine_facts(args.repo_root)
+    try:
+        if args.part == "fanout":
+            from arkouda_bench import fanout  # noqa: PLC0415 - each part imports only what it needs
+
+            rows = fanout.run(
+                host_counts=args.hosts,
+                repeats=args.repeats,
+                command=command,
+                keep_configs=results_dir / "ssh-configs",
+            )
+            results.write_part(results_dir, "fanout", rows, facts=facts)
+            print(results.render_table(rows))
+            return 0
+        if args.part == "report":
+            rows, part_facts = results.read_parts(results_dir)
+            if not rows:
+                print(
+                    f"bench: no results under {results_dir / 'parts'}: run 'make bench' first",
+                    file=sys.stderr,
+                )
+                return 1
+            json_path, csv_path = results.write_merged(results_dir, rows, part_facts)
+            head = part_facts[0]
+            print(
+                f"# Arkouda on Kubernetes bench — {head['date']}, {head['cores']} cores, "
+                f"{head['memory_gib']} GiB, commit {head['commit']}"
+            )
+            print(results.render_table(rows, markdown=args.markdown))
+            print(f"# written: {csv_path} {json_path}")
+            return 0
+    except BenchSetupError as exc:
+        print(f"bench {args.part}: {exc}", file=sys.stderr)
+        return 1
+    raise AssertionError(f"unhandled part {args.part}")

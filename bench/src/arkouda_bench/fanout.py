@@ -1,0 +1,256 @@
+"""Issue 7: the launcher's ssh fan-out (GASNet SSH spawner / mpirun rsh agent) against one real sshd.
+
+For each N, N `ssh -F <cfg> <host> true` run in parallel, one per distinct loopback address, as locale 0's
+spawner does. Client CPU is the reaped children's rusage delta (plus, for the pre-warm variant, the CPU the
+ControlMaster processes spend serving the fan-out, read from /proc); server CPU is the sshd's own plus its
+reaped per-connection children. Variants run back to back inside each repeat so a ratio compares
+measurements taken under the same machine load.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from arkouda_bench.proc import children_cpu, pid_cpu
+from arkouda_bench.results import Row
+from arkouda_bench.sshconfig import DEFAULT, OURS, PREWARM, VARIANTS, ClientConfig, write_client_configs
+from arkouda_bench.sshd import BenchSetupError, SshServer, loopback_hosts
+
+log = logging.getLogger(__name__)
+
+GROUP = "ssh fan-out"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One fan-out of N hosts with one variant."""
+
+    wall_s: float
+    client_cpu_s: float
+    server_cpu_s: float
+    prewarm_wall_s: float = 0.0
+    prewarm_cpu_s: float = 0.0
+
+
+def _run_parallel(argvs: Sequence[list[str]], *, what: str) -> None:
+    """Start every command at once (spawner style), wait for all; a failure names the host and ssh's error."""
+    procs = [
+        (
+            argv,
+            subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            ),
+        )
+        for argv in argvs
+    ]
+    failures: list[str] = []
+    for argv, p in procs:
+        _, err = p.communicate()
+        if p.returncode != 0:
+            msg = err.decode(errors="replace").strip().splitlines()
+            failures.append(
+                f"{argv[3] if len(argv) > 3 else argv}: rc={p.returncode} {msg[-1] if msg else ''}"
+            )
+    if failures:
+        raise BenchSetupError(f"{what}: {len(failures)} of {len(argvs)} ssh failed, first: {failures[0]}")
+
+
+def fan_out(server: SshServer, cfg: ClientConfig, hosts: Sequence[str]) -> Sample:
+    """One timed fan-out; pre-warm masters are opened first (timed apart) and closed after."""
+    masters: list[subprocess.Popen[bytes]] = []
+    prewarm_wall = prewarm_cpu = 0.0
+    if cfg.control_dir is not None:
+        masters, prewarm_wall = _open_masters(cfg, hosts)
+        prewarm_cpu = sum(pid_cpu(m.pid) for m in masters)
+    try:
+        master_cpu0 = sum(pid_cpu(m.pid) for m in masters)
+        server0 = server.server_cpu(expected_live=len(masters))
+        cpu0 = children_cpu()
+        t0 = time.perf_counter()
+        _run_parallel([["ssh", "-F", str(cfg.path), h, "true"] for h in hosts], what=f"fan-out {cfg.variant}")
+        wall = time.perf_counter() - t0
+        client = children_cpu() - cpu0 + sum(pid_cpu(m.pid) for m in masters) - master_cpu0
+        server_cpu_s = server.server_cpu(expected_live=len(masters)) - server0
+    finally:
+        if masters:
+            _close_masters(cfg, hosts, masters)
+    return Sample(
+        wall_s=wall,
+        client_cpu_s=client,
+        server_cpu_s=server_cpu_s,
+        prewarm_wall_s=prewarm_wall,
+        prewarm_cpu_s=prewarm_cpu,
+    )
+
+
+def _open_masters(cfg: ClientConfig, hosts: Sequence[str]) -> tuple[list[subprocess.Popen[bytes]], float]:
+    """One foreground ControlMaster per host (kept as our children so their CPU stays measurable)."""
+    assert cfg.control_dir is not None
+    t0 = time.perf_counter()
+    masters = [
+        subprocess.Popen(
+            ["ssh", "-F", str(cfg.path), "-o", "ControlMaster=yes", "-N", h],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for h in hosts
+    ]
+    deadline = time.monotonic() + 120
+    # A master creates its ControlPath socket once it is authenticated: count sockets to know all are up.
+    while len(list(cfg.control_dir.iterdir())) < len(hosts):
+        dead = [m for m in masters if m.poll() is not None]
+        if dead or time.monotonic() > deadline:
+            for m in masters:
+                m.kill()
+            err = (
+                dead[0].stderr.read().decode(errors="replace").strip()
+                if dead and dead[0].stderr
+                else "timeout"
+            )
+            raise BenchSetupError(f"pre-warm: a ControlMaster did not come up: {err}")
+        time.sleep(0.005)
+    return masters, time.perf_counter() - t0
+
+
+def _close_masters(cfg: ClientConfig, hosts: Sequence[str], masters: list[subprocess.Popen[bytes]]) -> None:
+    _run_parallel([["ssh", "-F", str(cfg.path), "-O", "exit", h] for h in hosts], what="closing masters")
+    for m in masters:
+        try:
+            m.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            m.kill()
+            m.wait()
+        if m.stderr:
+            m.stderr.close()
+
+
+def run(
+    *, host_counts: Sequence[int], repeats: int, command: str, keep_configs: Path | None = None
+) -> list[Row]:
+    """Measure every variant for every N, `repeats` times, variants interleaved within each repeat.
+
+    `keep_configs`: a directory to copy the compared client configs into, for readers of the results.
+    """
+    rows: list[Row] = []
+    with SshServer(max_startups=max(host_counts) * 2) as server:
+        assert server.client is not None
+        configs = write_client_configs(server.client)
+        if keep_configs is not None:
+            keep_configs.mkdir(parents=True, exist_ok=True)
+            for variant, cfg in configs.items():
+                (keep_configs / f"ssh_config.{variant}").write_text(cfg.path.read_text())
+        _run_parallel([["ssh", "-F", str(configs[OURS].path), "127.0.0.1", "true"]], what="warm-up")
+        for n in host_counts:
+            hosts = loopback_hosts(n)
+            samples: dict[str, list[Sample]] = {v: [] for v in VARIANTS}
+            for rep in range(repeats):
+                for variant in VARIANTS:
+                    s = fan_out(server, configs[variant], hosts)
+                    samples[variant].append(s)
+                    log.info(
+                        "N=%d rep %d/%d %-15s wall %.2f s, client CPU %.1f ms/host, server CPU %.1f ms/host",
+                        n,
+                        rep + 1,
+                        repeats,
+                        variant,
+                        s.wall_s,
+                        1000 * s.client_cpu_s / n,
+                        1000 * s.server_cpu_s / n,
+                    )
+            rows += _rows_for(n, samples, command=command)
+    return rows
+
+
+def _rows_for(n: int, samples: dict[str, list[Sample]], *, command: str) -> list[Row]:
+    rows: list[Row] = []
+    for variant in VARIANTS:
+        ss = samples[variant]
+        case = f"N={n} {variant}"
+        if variant == PREWARM:
+            rows.append(
+                Row.measured(
+                    group=GROUP,
+                    case=case,
+                    metric="pre-warm wall (masters up)",
+                    unit="s",
+                    command=command,
+                    values=[s.prewarm_wall_s for s in ss],
+                    note="opened before the fan-out, not in its wall",
+                )
+            )
+            rows.append(
+                Row.measured(
+                    group=GROUP,
+                    case=case,
+                    metric="pre-warm client CPU/host",
+                    unit="ms",
+                    command=command,
+                    values=[1000 * s.prewarm_cpu_s / n for s in ss],
+                )
+            )
+        rows.append(
+            Row.measured(
+                group=GROUP,
+                case=case,
+                metric="fan-out wall",
+                unit="s",
+                command=command,
+                values=[s.wall_s for s in ss],
+            )
+        )
+        rows.append(
+            Row.measured(
+                group=GROUP,
+                case=case,
+                metric="client CPU/host",
+                unit="ms",
+                command=command,
+                values=[1000 * s.client_cpu_s / n for s in ss],
+            )
+        )
+        rows.append(
+            Row.measured(
+                group=GROUP,
+                case=case,
+                metric="server CPU/host",
+                unit="ms",
+                command=command,
+                values=[1000 * s.server_cpu_s / n for s in ss],
+                note="one sshd serves all hosts",
+            )
+        )
+    for other in (OURS, PREWARM):
+        rows.append(
+            Row.measured(
+                group=GROUP,
+                case=f"N={n} {DEFAULT} / {other}",
+                metric="client CPU/host ratio",
+                unit="x",
+                command=command,
+                values=[
+                    d.client_cpu_s / max(o.client_cpu_s, 1e-9)
+                    for d, o in zip(samples[DEFAULT], samples[other], strict=True)
+                ],
+                note="per repeat, same run",
+            )
+        )
+    rows.append(
+        Row.measured(
+            group=GROUP,
+            case=f"N={n} {DEFAULT} / {OURS}",
+            metric="fan-out wall ratio",
+            unit="x",
+            command=command,
+            values=[
+                d.wall_s / max(o.wall_s, 1e-9) for d, o in zip(samples[DEFAULT], samples[OURS], strict=True)
+            ],
+            note="per repeat, same run",
+        )
+    )
+    return rows
