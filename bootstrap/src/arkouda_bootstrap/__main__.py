@@ -1,0 +1,5 @@
+"""`python -m arkouda_bootstrap` runs the same CLI as the `arkouda-bootstrap` console script."""
+
+from arkouda_bootstrap.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,345 @@
+"""Command line: argparse with an environment variable behind every flag (flags win), and every user error
+turned into one line on stderr plus a non-zero exit (see errors.py for the codes)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import NoReturn
+
+from arkouda_bootstrap import __version__, config
+from arkouda_bootstrap.config import (
+    KeygenSettings,
+    Launcher,
+    LocaleSettings,
+    ProbeSettings,
+    ServerSettings,
+    SshTuning,
+)
+from arkouda_bootstrap.errors import EXIT_FAILURE, BootstrapError, UsageError
+from arkouda_bootstrap.kube import KubeApi, KubernetesApi, resolve_namespace
+
+log = logging.getLogger(__name__)
+
+PROG = "arkouda-bootstrap"
+SECRET_SUFFIX = "-arkouda-ssh"
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option: its flags, env var, default (string form, parsed like the env var) and help."""
+
+    dest: str
+    flag: str
+    env: str | None
+    help: str
+    default: str | None = None
+    boolean: bool = False
+    metavar: str | None = None
+
+
+COMMON = [
+    Opt("log_level", "--log-level", "ARKOUDA_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR", "INFO"),
+    Opt(
+        "namespace",
+        "--namespace",
+        "POD_NAMESPACE",
+        "namespace (default: the pod's service account namespace)",
+    ),
+]
+SSH_DIRS = [
+    Opt("secret_dir", "--secret-dir", "ARKOUDA_SSH_DIR", "where the SSH Secret is mounted", "/etc/arkouda/ssh"),
+    Opt("state_dir", "--state-dir", "ARKOUDA_STATE_DIR", "writable state dir (emptyDir)", "/run/arkouda"),
+    Opt("port", "--port", "ARKOUDA_SSH_PORT", "sshd port", str(config.DEFAULT_SSH_PORT)),
+    Opt("kex", "--kex-algorithms", "ARKOUDA_SSH_KEX", "OpenSSH KexAlgorithms list", config.DEFAULT_KEX),
+    Opt("ciphers", "--ciphers", "ARKOUDA_SSH_CIPHERS", "OpenSSH Ciphers list", config.DEFAULT_CIPHERS),
+]
+KEYGEN = [
+    Opt("secret_name", "--secret-name", "ARKOUDA_SSH_SECRET", "name of the SSH Secret (<release>-arkouda-ssh)"),
+    Opt("release", "--release", "ARKOUDA_RELEASE", "Helm release (labels; default: from --secret-name)"),
+    Opt(
+        "with_token",
+        "--with-token",
+        "ARKOUDA_WITH_TOKEN",
+        "also store a random Arkouda auth token",
+        boolean=True,
+    ),
+    Opt("rotate", "--rotate", "ARKOUDA_SSH_ROTATE", "replace an existing Secret with new keys", boolean=True),
+    Opt("delete", "--delete", "ARKOUDA_SSH_DELETE", "delete the Secret (post-delete hook)", boolean=True),
+]
+LOCALE = SSH_DIRS
+SERVER = [
+    Opt("num_locales", "--num-locales", "ARKOUDA_NUM_LOCALES", "number of locales incl. this server (>= 1)"),
+    Opt("selector", "--selector", "ARKOUDA_LOCALE_SELECTOR", "label selector of the locale pods"),
+    Opt("pod_name", "--pod-name", "POD_NAME", "this pod's name (downward API)"),
+    Opt("pod_ip", "--pod-ip", "POD_IP", "this pod's IPv4 address (downward API)"),
+    *SSH_DIRS,
+    Opt("timeout", "--timeout", "ARKOUDA_WAIT_TIMEOUT", "seconds to wait for the locales", "600"),
+    Opt("launcher", "--launcher", "ARKOUDA_LAUNCHER", "arkouda, mpi or none", "arkouda"),
+    Opt("slots", "--slots", "ARKOUDA_MPI_SLOTS", "MPI slots per host in the hostfile", "1"),
+    Opt("omp_threads", "--omp-threads", "OMP_NUM_THREADS", "OMP_NUM_THREADS for the launched program"),
+    Opt(
+        "remote_path",
+        "--remote-path",
+        "ARKOUDA_REMOTE_PATH",
+        "GASNET_SSH_REMOTE_PATH (default: command's dir)",
+    ),
+    Opt(
+        "prewarm",
+        "--prewarm",
+        "ARKOUDA_SSH_PREWARM",
+        "open an ssh ControlMaster per host first",
+        boolean=True,
+    ),
+    Opt("no_supervise", "--no-supervise", "ARKOUDA_NO_SUPERVISE", "exec the command instead", boolean=True),
+    Opt("connect_timeout", "--connect-timeout", "ARKOUDA_SSH_CONNECT_TIMEOUT", "ssh ConnectTimeout (s)", "10"),
+    Opt("probe_attempts", "--probe-attempts", "ARKOUDA_PROBE_ATTEMPTS", "ssh probe attempts per host", "8"),
+]
+PROBE = [
+    Opt("port", "--port", "ARKOUDA_SSH_PORT", "TCP port to connect to", str(config.DEFAULT_SSH_PORT)),
+    Opt("host", "--host", "ARKOUDA_PROBE_HOST", "host to connect to", "127.0.0.1"),
+    Opt("timeout", "--timeout", "ARKOUDA_PROBE_TIMEOUT", "connect timeout (s)", "1"),
+]
+SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
+    "keygen": ("create/validate/rotate/delete the release's SSH Secret (Helm hook)", KEYGEN),
+    "locale": ("prepare and exec the unprivileged sshd (locale pods, server pod's sshd container)", LOCALE),
+    "server": ("wait for locales, probe them over ssh, launch and supervise the command after --", SERVER),
+    "probe": ("exit 0 when a TCP connect succeeds (readiness probes)", PROBE),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        sub = self.prog[len(PROG) :].strip()
+        raise UsageError(f"{sub}: {message}" if sub else message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Entrypoint of the Arkouda-on-Kubernetes images.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="subcommand", metavar="{keygen,locale,server,probe}", parser_class=_Parser)
+    for name, (text, opts) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=text, description=text)
+        for opt in [*COMMON, *opts]:
+            env = f" [env {opt.env}]" if opt.env else ""
+            default = f" (default {opt.default})" if opt.default is not None else ""
+            if opt.boolean:
+                p.add_argument(opt.flag, dest=opt.dest, action="store_true", default=None, help=opt.help + env)
+            else:
+                p.add_argument(opt.flag, dest=opt.dest, default=None, help=opt.help + default + env)
+    return parser
+
+
+class Values:
+    """Flag value, else env var, else default; raw strings handed to config's validators."""
+
+    def __init__(self, ns: argparse.Namespace, opts: Sequence[Opt], environ: Mapping[str, str]) -> None:
+        self._ns = ns
+        self._opts = {o.dest: o for o in opts}
+        self._environ = environ
+
+    def opt(self, dest: str) -> Opt:
+        return self._opts[dest]
+
+    def raw(self, dest: str) -> str | None:
+        opt = self._opts[dest]
+        value = getattr(self._ns, dest, None)
+        if value is True:
+            return "true"
+        if value is not None and value is not False:
+            return str(value)
+        if opt.env and self._environ.get(opt.env, "").strip():
+            return self._environ[opt.env]
+        return opt.default
+
+    def required(self, dest: str) -> str:
+        value = self.raw(dest)
+        if value is None or not value.strip():
+            opt = self._opts[dest]
+            raise UsageError(f"missing {config.source(opt.flag, opt.env)}: {opt.help}")
+        return value.strip()
+
+    def boolean(self, dest: str) -> bool:
+        opt = self._opts[dest]
+        return config.parse_bool(self.raw(dest) or "", flag=opt.flag, env=opt.env)
+
+    def integer(self, dest: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+        opt = self._opts[dest]
+        return config.parse_int(self.required(dest), flag=opt.flag, env=opt.env, minimum=minimum, maximum=maximum)
+
+    def port(self, dest: str = "port") -> int:
+        opt = self._opts[dest]
+        return config.parse_port(self.required(dest), flag=opt.flag, env=opt.env)
+
+    def path(self, dest: str) -> Path:
+        return Path(self.required(dest))
+
+    def tuning(self) -> SshTuning:
+        kex, ciphers = self.opt("kex"), self.opt("ciphers")
+        return SshTuning(
+            kex_algorithms=config.parse_algorithms(self.required("kex"), flag=kex.flag, env=kex.env),
+            ciphers=config.parse_algorithms(self.required("ciphers"), flag=ciphers.flag, env=ciphers.env),
+        )
+
+
+def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
+    o = v.opt("secret_name")
+    secret_name = config.parse_name(v.required("secret_name"), flag=o.flag, env=o.env)
+    release = v.raw("release")
+    if not release:
+        if not secret_name.endswith(SECRET_SUFFIX):
+            raise UsageError(f"missing --release (ARKOUDA_RELEASE): cannot derive it from {secret_name}")
+        release = secret_name[: -len(SECRET_SUFFIX)]
+    rotate, delete = v.boolean("rotate"), v.boolean("delete")
+    if rotate and delete:
+        raise UsageError("--rotate and --delete exclude each other")
+    return KeygenSettings(
+        namespace=namespace,
+        secret_name=secret_name,
+        release=release,
+        with_token=v.boolean("with_token"),
+        rotate=rotate,
+        delete=delete,
+    )
+
+
+def locale_settings(v: Values) -> LocaleSettings:
+    return LocaleSettings(
+        secret_dir=v.path("secret_dir"), state_dir=v.path("state_dir"), port=v.port(), tuning=v.tuning()
+    )
+
+
+def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> ServerSettings:
+    def o(dest: str) -> dict[str, str | None]:
+        opt = v.opt(dest)
+        return {"flag": opt.flag, "env": opt.env}
+
+    launcher_raw = v.required("launcher").lower()
+    try:
+        launcher = Launcher(launcher_raw)
+    except ValueError:
+        raise UsageError(f"--launcher (ARKOUDA_LAUNCHER): {launcher_raw!r} is not one of arkouda, mpi, none") from None
+    omp = v.raw("omp_threads")
+    omp_threads = (
+        config.parse_int(omp, minimum=1, flag="--omp-threads", env="OMP_NUM_THREADS") if omp and omp.strip() else None
+    )
+    timeout_opt = v.opt("timeout")
+    return ServerSettings(
+        namespace=namespace,
+        num_locales=v.integer("num_locales", minimum=1),
+        selector=config.parse_selector(
+            v.required("selector"), flag=o("selector")["flag"] or "", env=o("selector")["env"]
+        ),
+        pod_name=v.required("pod_name"),
+        pod_ip=config.parse_ipv4(v.required("pod_ip"), flag="--pod-ip", env="POD_IP"),
+        port=v.port(),
+        secret_dir=v.path("secret_dir"),
+        state_dir=v.path("state_dir"),
+        timeout=config.parse_float(v.required("timeout"), flag=timeout_opt.flag, env=timeout_opt.env),
+        launcher=launcher,
+        slots=v.integer("slots", minimum=1),
+        omp_threads=omp_threads,
+        remote_path=v.raw("remote_path") or None,
+        tuning=v.tuning(),
+        prewarm=v.boolean("prewarm"),
+        supervise=not v.boolean("no_supervise"),
+        command=tuple(command),
+        connect_timeout=v.integer("connect_timeout", minimum=1, maximum=600),
+        probe_attempts=v.integer("probe_attempts", minimum=1, maximum=100),
+    )
+
+
+def probe_settings(v: Values) -> ProbeSettings:
+    t = v.opt("timeout")
+    return ProbeSettings(
+        port=v.port(),
+        host=v.required("host"),
+        timeout=config.parse_float(v.required("timeout"), flag=t.flag, env=t.env),
+    )
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Everything after the first `--` is the command to launch, never parsed as our flags."""
+    args = list(argv)
+    if "--" in args:
+        i = args.index("--")
+        return args[:i], args[i + 1 :]
+    return args, []
+
+
+def setup_logging(level_name: str) -> None:
+    level = logging.getLevelName(level_name.strip().upper())
+    if not isinstance(level, int):
+        raise UsageError(f"--log-level (ARKOUDA_LOG_LEVEL): {level_name!r} is not DEBUG, INFO, WARNING or ERROR")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
+    # the client logs every request at DEBUG; keep ours readable
+    logging.getLogger("kubernetes").setLevel(max(level, logging.INFO))
+    logging.getLogger("urllib3").setLevel(max(level, logging.WARNING))
+    logging.getLogger("paramiko").setLevel(max(level, logging.WARNING))
+
+
+def dispatch(
+    argv: Sequence[str],
+    *,
+    environ: Mapping[str, str],
+    api_factory: Callable[[], KubeApi],
+) -> int:
+    own, command = split_command(argv)
+    parser = build_parser()
+    ns = parser.parse_args(own)
+    if ns.subcommand is None:
+        raise UsageError(f"{PROG}: choose a subcommand: keygen, locale, server or probe (see --help)")
+    opts = [*COMMON, *SUBCOMMANDS[ns.subcommand][1]]
+    values = Values(ns, opts, environ)
+    setup_logging(values.required("log_level"))
+    if command and ns.subcommand != "server":
+        raise UsageError(f"{ns.subcommand} takes no command after `--`")
+
+    if ns.subcommand == "probe":
+        from arkouda_bootstrap.probe import tcp_probe
+
+        return 0 if tcp_probe(probe_settings(values)) else EXIT_FAILURE
+    if ns.subcommand == "locale":
+        from arkouda_bootstrap.locale import run_locale
+
+        run_locale(locale_settings(values))
+        return 0  # not reached: run_locale execs sshd
+    # validate the flags first, so a bad flag is reported before a missing namespace
+    if ns.subcommand == "keygen":
+        from arkouda_bootstrap.keygen import run_keygen
+
+        keygen = keygen_settings(values, namespace="")
+        keygen = replace(keygen, namespace=resolve_namespace(values.raw("namespace")))
+        print(run_keygen(api_factory(), keygen), flush=True)
+        return 0
+    from arkouda_bootstrap.server import run_server
+
+    server = server_settings(values, namespace="", command=command)
+    server = replace(server, namespace=resolve_namespace(values.raw("namespace")))
+    return run_server(api_factory(), server)
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    api_factory: Callable[[], KubeApi] = KubernetesApi.from_environment,
+) -> int:
+    try:
+        return dispatch(
+            sys.argv[1:] if argv is None else argv,
+            environ=os.environ if environ is None else environ,
+            api_factory=api_factory,
+        )
+    except BootstrapError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130

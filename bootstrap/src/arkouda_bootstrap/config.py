@@ -1,0 +1,173 @@
+"""Validated settings for each subcommand (built by cli from flags and env vars).
+
+Each validator raises UsageError with one line naming the flag and its environment variable.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from arkouda_bootstrap.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SECRET_DIR = Path("/etc/arkouda/ssh")
+DEFAULT_STATE_DIR = Path("/run/arkouda")
+DEFAULT_SSH_PORT = 2222
+DEFAULT_WAIT_TIMEOUT = 600.0
+# issue 7: curve25519 costs ~10x less client CPU per connection than OpenSSH 9's default sntrup761x25519 kex;
+# both names of the same algorithm (paramiko speaks the @libssh.org one). Chart values can restore the default.
+DEFAULT_KEX = "curve25519-sha256,curve25519-sha256@libssh.org"
+DEFAULT_CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com"
+DEFAULT_CONNECT_TIMEOUT = 10
+DEFAULT_CONTROL_PERSIST = 300
+DEFAULT_PROBE_ATTEMPTS = 8
+
+_ALGO_LIST = re.compile(r"^[+\-^]?[A-Za-z0-9@.\-]+(,[A-Za-z0-9@.\-]+)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class Launcher(StrEnum):
+    ARKOUDA = "arkouda"
+    MPI = "mpi"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class SshTuning:
+    """Key exchange and cipher lists used by both the sshd and the client config (OpenSSH list syntax)."""
+
+    kex_algorithms: str = DEFAULT_KEX
+    ciphers: str = DEFAULT_CIPHERS
+
+
+@dataclass(frozen=True)
+class KeygenSettings:
+    namespace: str
+    secret_name: str
+    release: str
+    with_token: bool = False
+    rotate: bool = False
+    delete: bool = False
+
+
+@dataclass(frozen=True)
+class LocaleSettings:
+    secret_dir: Path = DEFAULT_SECRET_DIR
+    state_dir: Path = DEFAULT_STATE_DIR
+    port: int = DEFAULT_SSH_PORT
+    tuning: SshTuning = field(default_factory=SshTuning)
+    sshd: str = "sshd"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    namespace: str
+    num_locales: int
+    selector: str
+    pod_name: str
+    pod_ip: str
+    port: int = DEFAULT_SSH_PORT
+    secret_dir: Path = DEFAULT_SECRET_DIR
+    state_dir: Path = DEFAULT_STATE_DIR
+    timeout: float = DEFAULT_WAIT_TIMEOUT
+    launcher: Launcher = Launcher.ARKOUDA
+    slots: int = 1
+    omp_threads: int | None = None
+    remote_path: str | None = None
+    tuning: SshTuning = field(default_factory=SshTuning)
+    prewarm: bool = False
+    supervise: bool = True
+    command: tuple[str, ...] = ()
+    connect_timeout: int = DEFAULT_CONNECT_TIMEOUT
+    probe_attempts: int = DEFAULT_PROBE_ATTEMPTS
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    port: int
+    host: str = "127.0.0.1"
+    timeout: float = 1.0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# validators
+
+
+def source(flag: str, env: str | None) -> str:
+    return f"{flag} ({env})" if env else flag
+
+
+def parse_int(value: str, *, flag: str, env: str | None, minimum: int | None = None, maximum: int | None = None) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise UsageError(f"{source(flag, env)}: {value!r} is not an integer") from None
+    if minimum is not None and number < minimum:
+        raise UsageError(f"{source(flag, env)}: {number} is less than {minimum}")
+    if maximum is not None and number > maximum:
+        raise UsageError(f"{source(flag, env)}: {number} is greater than {maximum}")
+    return number
+
+
+def parse_float(value: str, *, flag: str, env: str | None, minimum: float = 0.0) -> float:
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise UsageError(f"{source(flag, env)}: {value!r} is not a number") from None
+    if not number > minimum:
+        raise UsageError(f"{source(flag, env)}: {value!r} must be greater than {minimum:g}")
+    return number
+
+
+def parse_bool(value: str, *, flag: str, env: str | None) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("", "0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{source(flag, env)}: {value!r} is not a boolean (true/false)")
+
+
+def parse_port(value: str, *, flag: str, env: str | None) -> int:
+    return parse_int(value, flag=flag, env=env, minimum=1, maximum=65535)
+
+
+def parse_ipv4(value: str, *, flag: str, env: str | None) -> str:
+    """Pod IPs must be IPv4: GASNet splits SSH_SERVERS on ' ,/;:' so IPv6 literals break the host list."""
+    try:
+        address = ipaddress.ip_address(value.strip())
+    except ValueError:
+        raise UsageError(f"{source(flag, env)}: {value!r} is not an IP address") from None
+    if address.version != 4:
+        raise UsageError(f"{source(flag, env)}: {value!r} is IPv6; GASNet's SSH_SERVERS needs IPv4 pod IPs")
+    return str(address)
+
+
+def parse_algorithms(value: str, *, flag: str, env: str | None) -> str:
+    cleaned = value.strip().replace(" ", "")
+    if not _ALGO_LIST.match(cleaned):
+        raise UsageError(f"{source(flag, env)}: {value!r} is not a comma-separated OpenSSH algorithm list")
+    return cleaned
+
+
+def parse_selector(value: str, *, flag: str, env: str | None) -> str:
+    cleaned = value.strip()
+    if not cleaned or ("=" not in cleaned and "!" not in cleaned and " in " not in cleaned):
+        raise UsageError(
+            f"{source(flag, env)}: {value!r} is not a label selector such as "
+            "app.kubernetes.io/instance=REL,app.kubernetes.io/component=locale"
+        )
+    return cleaned
+
+
+def parse_name(value: str, *, flag: str, env: str | None) -> str:
+    cleaned = value.strip()
+    if len(cleaned) > 253 or not all(_DNS_LABEL.match(part) for part in cleaned.split(".")):
+        raise UsageError(f"{source(flag, env)}: {value!r} is not a valid Kubernetes object name")
+    return cleaned

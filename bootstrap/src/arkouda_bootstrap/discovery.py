@@ -1,0 +1,226 @@
+"""Wait for the locale pods: list, then watch from the list's resourceVersion, with a deadline.
+
+Prints one progress line per change, e.g.
+`3/7 locales ready; waiting for arkouda-locale-4 (Pending: 0/3 nodes are available: 3 Insufficient cpu)`,
+with the reason taken from the pod's conditions, container states and (for the first waiting pod) its Events.
+Ready locales are returned ordered by StatefulSet ordinal (label `apps.kubernetes.io/pod-index`, else the pod
+name's numeric suffix) — never in API order.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
+from arkouda_bootstrap.kube import EventInfo, GoneError, KubeApi, PodInfo
+
+log = logging.getLogger(__name__)
+
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+_SUFFIX = re.compile(r"-(\d+)$")
+# One watch request lasts at most this long; between requests we re-check the deadline and the pod's Events.
+WATCH_CHUNK_SECONDS = 10
+MAX_WAITING_SHOWN = 3
+
+
+class WaitTimeoutError(BootstrapError):
+    """The deadline passed; the message is the last progress line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=EXIT_TIMEOUT)
+
+
+def ordinal(pod: PodInfo) -> int:
+    """StatefulSet ordinal from the pod-index label, else the name's `-<n>` suffix."""
+    label = pod.labels.get(POD_INDEX_LABEL)
+    if label is not None and label.isdigit():
+        return int(label)
+    match = _SUFFIX.search(pod.name)
+    if match is None:
+        raise BootstrapError(
+            f"pod {pod.name} matches the locale selector but has no StatefulSet ordinal "
+            f"(no {POD_INDEX_LABEL} label, no -<n> name suffix): fix the selector"
+        )
+    return int(match.group(1))
+
+
+def order_pods(pods: Iterable[PodInfo]) -> list[PodInfo]:
+    """Sort by ordinal; two pods with the same ordinal is a selector error."""
+    by_ordinal: dict[int, PodInfo] = {}
+    for pod in pods:
+        n = ordinal(pod)
+        if n in by_ordinal:
+            raise BootstrapError(
+                f"pods {by_ordinal[n].name} and {pod.name} have the same ordinal {n}: "
+                "the locale selector matches more than one StatefulSet"
+            )
+        by_ordinal[n] = pod
+    return [by_ordinal[n] for n in sorted(by_ordinal)]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).rstrip(".")
+
+
+def pod_reason(pod: PodInfo, events: Iterable[EventInfo] = ()) -> str:
+    """Why a pod is not ready, in a few words: `Pending: 0/3 nodes are available: 3 Insufficient cpu`."""
+    if pod.deleting:
+        return "Terminating"
+    detail = ""
+    scheduled = pod.condition("PodScheduled")
+    if scheduled is not None and scheduled.status == "False":
+        detail = scheduled.message or scheduled.reason
+    if not detail:
+        for cs in pod.containers:
+            if cs.state == "waiting" and cs.reason and cs.reason not in ("ContainerCreating", "PodInitializing"):
+                detail = f"{cs.name}: {cs.reason}" + (f": {cs.message}" if cs.message else "")
+                break
+            if cs.state == "terminated" and (cs.exit_code or 0) != 0:
+                detail = f"{cs.name}: {cs.reason or 'Error'} (exit {cs.exit_code})"
+                break
+    if not detail:
+        warnings = [e for e in events if e.type == "Warning" and e.message]
+        if warnings:
+            latest = max(warnings, key=lambda e: e.last_seen.timestamp() if e.last_seen is not None else float("-inf"))
+            detail = f"{latest.reason}: {latest.message}"
+    if not detail:
+        for cs in pod.containers:
+            if cs.state == "waiting" and cs.reason:
+                detail = f"{cs.name}: {cs.reason}"
+                break
+    if not detail and pod.phase == "Running":
+        ready = pod.condition("Ready")
+        not_ready = [cs.name for cs in pod.containers if cs.state == "running" and not cs.ready]
+        if not_ready:
+            detail = "not ready: " + ", ".join(not_ready)
+        elif ready is not None and ready.status != "True":
+            detail = ready.reason or "not ready"
+        elif not pod.pod_ip:
+            detail = "no pod IP yet"
+    text = pod.phase + (f": {_one_line(detail)}" if detail else "")
+    return text
+
+
+@dataclass(frozen=True)
+class Progress:
+    ready: int
+    expected: int
+    line: str
+    done: bool
+
+
+def evaluate(
+    pods: Mapping[str, PodInfo],
+    *,
+    expected: int,
+    events_for: Callable[[PodInfo], list[EventInfo]] | None = None,
+) -> tuple[Progress, list[PodInfo]]:
+    """Compute progress from the current pods; the ready locales (ordinal < expected) in ordinal order."""
+    wanted = [p for p in order_pods(pods.values()) if ordinal(p) < expected]
+    ready = [p for p in wanted if p.ready]
+    if len(ready) >= expected:
+        return Progress(
+            ready=expected, expected=expected, line=f"{expected}/{expected} locales ready", done=True
+        ), ready
+    waiting = [p for p in wanted if not p.ready]
+    parts: list[str] = []
+    for i, pod in enumerate(waiting[:MAX_WAITING_SHOWN]):
+        events = events_for(pod) if (events_for is not None and i == 0) else []
+        parts.append(f"{pod.name} ({pod_reason(pod, events)})")
+    if len(waiting) > MAX_WAITING_SHOWN:
+        parts.append(f"{len(waiting) - MAX_WAITING_SHOWN} more")
+    missing = expected - len(wanted)
+    if missing > 0:
+        present = {ordinal(p) for p in wanted}
+        absent = [n for n in range(expected) if n not in present]
+        base = _SUFFIX.sub("", wanted[0].name) if wanted else None
+        names = [f"{base}-{n}" for n in absent] if base else [f"ordinal {n}" for n in absent]
+        shown = ", ".join(names[:MAX_WAITING_SHOWN]) + (
+            f" and {len(names) - MAX_WAITING_SHOWN} more" if len(names) > MAX_WAITING_SHOWN else ""
+        )
+        parts.append(f"{shown} (not created yet)")
+    line = f"{len(ready)}/{expected} locales ready; waiting for " + ", ".join(parts)
+    return Progress(ready=len(ready), expected=expected, line=line, done=False), ready
+
+
+def wait_for_locales(
+    api: KubeApi,
+    *,
+    namespace: str,
+    selector: str,
+    expected: int,
+    timeout: float,
+    report: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic,
+    chunk_seconds: int = WATCH_CHUNK_SECONDS,
+) -> list[PodInfo]:
+    """Block until `expected` locale pods are Ready with an IP; return them in ordinal order.
+
+    Raises WaitTimeoutError (with the last progress line) when `timeout` seconds pass first."""
+    if expected <= 0:
+        return []
+    deadline = clock() + timeout
+    last_line = ""
+    events_broken = False
+    # Events of the first waiting pod, fetched once per pod version and again after each watch chunk
+    events_cache: dict[tuple[str, str], list[EventInfo]] = {}
+
+    def events_for(pod: PodInfo) -> list[EventInfo]:
+        nonlocal events_broken
+        if events_broken:
+            return []
+        key = (pod.name, pod.resource_version)
+        if key not in events_cache:
+            try:
+                events_cache[key] = api.list_pod_events(namespace=namespace, pod_name=pod.name)
+            except BootstrapError as exc:  # reasons from Events are a nicety, not a requirement
+                log.warning("not showing pod Events in progress lines: %s", exc)
+                events_broken = True
+                return []
+        return events_cache[key]
+
+    def check(pods: Mapping[str, PodInfo]) -> list[PodInfo] | None:
+        nonlocal last_line
+        progress, ready = evaluate(pods, expected=expected, events_for=events_for)
+        if progress.line != last_line:
+            report(progress.line)
+            last_line = progress.line
+        return ready if progress.done else None
+
+    while True:  # one iteration per (re)list
+        listing = api.list_pods(namespace=namespace, selector=selector)
+        pods = {p.name: p for p in listing.pods}
+        if (result := check(pods)) is not None:
+            return result
+        rv = listing.resource_version
+        try:
+            while True:  # one iteration per watch request
+                remaining = deadline - clock()
+                if remaining <= 0:
+                    raise WaitTimeoutError(f"timed out after {timeout:g}s: {last_line}")
+                seconds = max(1, min(chunk_seconds, int(remaining + 0.999)))
+                for event in api.watch_pods(
+                    namespace=namespace, selector=selector, resource_version=rv, timeout_seconds=seconds
+                ):
+                    if event.resource_version:
+                        rv = event.resource_version
+                    if event.pod is None:
+                        continue
+                    if event.type == "DELETED":
+                        pods.pop(event.pod.name, None)
+                    else:
+                        pods[event.pod.name] = event.pod
+                    if (result := check(pods)) is not None:
+                        return result
+                    if clock() >= deadline:
+                        break
+                # the watch chunk ended: reasons may have changed in Events without a pod change
+                events_cache.clear()
+                if (result := check(pods)) is not None:
+                    return result
+        except GoneError as exc:
+            log.info("watch expired (%s); listing again", exc)

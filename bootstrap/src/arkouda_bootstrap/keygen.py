@@ -1,0 +1,41 @@
+"""`keygen`: create the release's SSH Secret once (Helm pre-install/pre-upgrade hook), or validate it.
+
+Keys are generated in the pod, never rendered by Helm, so they never appear in Helm's release records.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from arkouda_bootstrap import keys
+from arkouda_bootstrap.config import KeygenSettings
+from arkouda_bootstrap.kube import KubeApi
+
+log = logging.getLogger(__name__)
+
+MANAGED_BY = "arkouda-bootstrap"
+
+
+def secret_labels(release: str) -> dict[str, str]:
+    return {"app.kubernetes.io/instance": release, "app.kubernetes.io/managed-by": MANAGED_BY}
+
+
+def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
+    """Create, validate, rotate or delete the Secret; returns a one-line summary of what happened."""
+    ns, name = settings.namespace, settings.secret_name
+    where = f"Secret {name} in namespace {ns}"
+    if settings.delete:
+        return f"deleted {where}" if api.delete_secret(namespace=ns, name=name) else f"{where} already absent"
+    existing = api.get_secret(namespace=ns, name=name)
+    labels = secret_labels(settings.release)
+    if existing is not None and not settings.rotate:
+        keys.validate_secret_data(existing, source=where, require_token=settings.with_token)
+        return f"{where} exists and is valid; unchanged"
+    data = keys.build_secret_data(release=settings.release, with_token=settings.with_token)
+    if existing is None:
+        api.create_secret(namespace=ns, name=name, data=data, labels=labels)
+        return f"created {where}"
+    if not settings.with_token and keys.TOKEN in existing:
+        data[keys.TOKEN] = existing[keys.TOKEN]  # rotation replaces keys; a token is only added, never dropped
+    api.replace_secret(namespace=ns, name=name, data=data, labels=labels)
+    return f"rotated {where} (new client and host keys)"

@@ -1,0 +1,193 @@
+"""SSH key material: ed25519 generation (via `cryptography`), OpenSSH formats, the pinned known_hosts line,
+and validation of an existing Secret that names the bad field.
+
+Secret keys (docs/interfaces.md): id_ed25519, id_ed25519.pub, authorized_keys, ssh_host_ed25519_key,
+ssh_host_ed25519_key.pub, known_hosts (`* ssh-ed25519 AAAA…`), token (with --with-token).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from arkouda_bootstrap.errors import BootstrapError
+
+log = logging.getLogger(__name__)
+
+CLIENT_KEY = "id_ed25519"
+CLIENT_PUB = "id_ed25519.pub"
+AUTHORIZED_KEYS = "authorized_keys"
+HOST_KEY = "ssh_host_ed25519_key"
+HOST_PUB = "ssh_host_ed25519_key.pub"
+KNOWN_HOSTS = "known_hosts"
+TOKEN = "token"
+KEY_FIELDS = (CLIENT_KEY, CLIENT_PUB, AUTHORIZED_KEYS, HOST_KEY, HOST_PUB, KNOWN_HOSTS)
+KEY_TYPE = "ssh-ed25519"
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    private_openssh: bytes  # "-----BEGIN OPENSSH PRIVATE KEY-----..."
+    public_openssh: str  # "ssh-ed25519 AAAA... comment"
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    key_type: str
+    blob_b64: str
+
+    def line(self) -> str:
+        return f"{self.key_type} {self.blob_b64}"
+
+    @property
+    def blob(self) -> bytes:
+        return base64.b64decode(self.blob_b64)
+
+
+def generate_ed25519(*, comment: str) -> KeyPair:
+    key = ed25519.Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        encoding=serialization.Encoding.PEM,
+        format=serialization.PrivateFormat.OpenSSH,
+        encryption_algorithm=serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        encoding=serialization.Encoding.OpenSSH, format=serialization.PublicFormat.OpenSSH
+    )
+    return KeyPair(private_openssh=private, public_openssh=f"{public.decode('ascii')} {comment}")
+
+
+def known_hosts_line(host_public: str) -> str:
+    """`* ssh-ed25519 AAAA…`: the one shared host key, pinned for every host and port."""
+    return f"* {parse_public_key(host_public, what='host public key').line()}\n"
+
+
+def generate_token() -> str:
+    return secrets.token_hex(32)
+
+
+def build_secret_data(*, release: str, with_token: bool) -> dict[str, bytes]:
+    client = generate_ed25519(comment=f"arkouda@{release}")
+    host = generate_ed25519(comment=f"host@{release}")
+    data = {
+        CLIENT_KEY: client.private_openssh,
+        CLIENT_PUB: (client.public_openssh + "\n").encode(),
+        AUTHORIZED_KEYS: (client.public_openssh + "\n").encode(),
+        HOST_KEY: host.private_openssh,
+        HOST_PUB: (host.public_openssh + "\n").encode(),
+        KNOWN_HOSTS: known_hosts_line(host.public_openssh).encode(),
+    }
+    if with_token:
+        data[TOKEN] = (generate_token() + "\n").encode()
+    return data
+
+
+def parse_public_key(text: str, *, what: str) -> PublicKey:
+    """Parse `ssh-ed25519 AAAA… [comment]` (first non-comment line)."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split()
+        if len(fields) < 2 or fields[0] != KEY_TYPE:
+            raise ValueError(f"{what} is not an {KEY_TYPE} public key")
+        try:
+            blob = base64.b64decode(fields[1], validate=True)
+        except binascii.Error:
+            raise ValueError(f"{what} has invalid base64") from None
+        if _blob_key_type(blob) != KEY_TYPE:
+            raise ValueError(f"{what} blob is not {KEY_TYPE}")
+        return PublicKey(key_type=fields[0], blob_b64=fields[1])
+    raise ValueError(f"{what} is empty")
+
+
+def _blob_key_type(blob: bytes) -> str:
+    if len(blob) < 4:
+        return ""
+    n = int.from_bytes(blob[:4], "big")
+    return blob[4 : 4 + n].decode("ascii", errors="replace")
+
+
+def pinned_host_key(known_hosts: str) -> PublicKey:
+    """The key of the `* ssh-ed25519 …` line (the shared pinned host key)."""
+    for raw in known_hosts.splitlines():
+        fields = raw.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if fields[0] == "*" and len(fields) >= 3:
+            return parse_public_key(" ".join(fields[1:]), what="known_hosts entry")
+    raise ValueError("known_hosts has no '* ssh-ed25519 …' line")
+
+
+def public_of_private(private_openssh: bytes, *, what: str) -> PublicKey:
+    try:
+        key = serialization.load_ssh_private_key(private_openssh, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{what} is not an unencrypted OpenSSH private key ({exc})") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise ValueError(f"{what} is not an ed25519 key")
+    public = key.public_key().public_bytes(
+        encoding=serialization.Encoding.OpenSSH, format=serialization.PublicFormat.OpenSSH
+    )
+    return parse_public_key(public.decode("ascii"), what=what)
+
+
+def validate_secret_data(data: Mapping[str, bytes], *, source: str, require_token: bool = False) -> None:
+    """Raise BootstrapError naming the first missing or invalid field of the key material in `source`."""
+
+    def fail(field: str, why: str) -> BootstrapError:
+        return BootstrapError(f"{source}: field {field}: {why}")
+
+    for field in (*KEY_FIELDS, *((TOKEN,) if require_token else ())):
+        if field not in data or not data[field].strip():
+            raise fail(field, "missing or empty")
+
+    def text(field: str) -> str:
+        try:
+            return data[field].decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail(field, "not UTF-8 text") from None
+
+    try:
+        client = public_of_private(data[CLIENT_KEY], what=CLIENT_KEY)
+    except ValueError as exc:
+        raise fail(CLIENT_KEY, str(exc)) from None
+    try:
+        host = public_of_private(data[HOST_KEY], what=HOST_KEY)
+    except ValueError as exc:
+        raise fail(HOST_KEY, str(exc)) from None
+    try:
+        client_pub = parse_public_key(text(CLIENT_PUB), what=CLIENT_PUB)
+    except ValueError as exc:
+        raise fail(CLIENT_PUB, str(exc)) from None
+    if client_pub.blob != client.blob:
+        raise fail(CLIENT_PUB, f"does not match {CLIENT_KEY}")
+    try:
+        host_pub = parse_public_key(text(HOST_PUB), what=HOST_PUB)
+    except ValueError as exc:
+        raise fail(HOST_PUB, str(exc)) from None
+    if host_pub.blob != host.blob:
+        raise fail(HOST_PUB, f"does not match {HOST_KEY}")
+    authorized = set()
+    for line in text(AUTHORIZED_KEYS).splitlines():
+        try:
+            authorized.add(parse_public_key(line, what=AUTHORIZED_KEYS).blob)
+        except ValueError:
+            continue
+    if client.blob not in authorized:
+        raise fail(AUTHORIZED_KEYS, f"does not authorize the key in {CLIENT_KEY}")
+    try:
+        pinned = pinned_host_key(text(KNOWN_HOSTS))
+    except ValueError as exc:
+        raise fail(KNOWN_HOSTS, str(exc)) from None
+    if pinned.blob != host.blob:
+        raise fail(KNOWN_HOSTS, f"does not pin the key in {HOST_KEY}")
+    if require_token and len(text(TOKEN).strip()) < 16:
+        raise fail(TOKEN, "shorter than 16 characters")

@@ -1,0 +1,161 @@
+"""`server`: wait for the locales, probe them over ssh, write the launcher's files, launch and supervise."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from arkouda_bootstrap import discovery, keys, launch, ssh, sshd
+from arkouda_bootstrap.config import ServerSettings
+from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
+from arkouda_bootstrap.events import EventRecorder, Reason
+from arkouda_bootstrap.identity import Identity, ensure_identity
+from arkouda_bootstrap.kube import KubeApi, PodInfo, PodRef
+from arkouda_bootstrap.supervise import LocaleMonitor, run_supervised
+
+log = logging.getLogger(__name__)
+
+
+def _stdout(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything decided before launch (returned for tests and --launcher none)."""
+
+    hosts: list[ssh.Host]
+    locales: list[PodInfo]
+    plan: launch.LaunchPlan
+    client: ssh.ClientFiles
+    identity: Identity
+
+
+def prepare_server(
+    api: KubeApi,
+    settings: ServerSettings,
+    *,
+    recorder: EventRecorder,
+    report: Callable[[str], None] = _stdout,
+    probe_policy: ssh.RetryPolicy | None = None,
+) -> Prepared:
+    ident = ensure_identity(state_dir=settings.state_dir)
+    expected = settings.num_locales - 1
+    try:
+        locales = discovery.wait_for_locales(
+            api,
+            namespace=settings.namespace,
+            selector=settings.selector,
+            expected=expected,
+            timeout=settings.timeout,
+            report=report,
+        )
+    except discovery.WaitTimeoutError as exc:
+        recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
+        raise
+    hosts = [ssh.Host(address=settings.pod_ip, pod=settings.pod_name)] + [
+        ssh.Host(address=p.pod_ip or "", pod=p.name) for p in locales
+    ]
+    recorder.emit(
+        Reason.LOCALES_READY,
+        f"{expected} locales ready; hosts: " + " ".join(f"{h.pod}={h.address}" for h in hosts),
+    )
+    key_paths = sshd.install_keys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
+    client = ssh.write_client_files(
+        state_dir=settings.state_dir,
+        user=ident.user,
+        port=settings.port,
+        identity_file=key_paths.client_key,
+        known_hosts=key_paths.known_hosts,
+        tuning=settings.tuning,
+        connect_timeout=settings.connect_timeout,
+        prewarm=settings.prewarm,
+        wrapper_env=ident.env,
+    )
+    pinned = keys.pinned_host_key(key_paths.known_hosts.read_text(encoding="utf-8"))
+    try:
+        ssh.probe_all(
+            hosts,
+            port=settings.port,
+            user=ident.user,
+            client_key=ssh.load_client_key(key_paths.client_key),
+            pinned=pinned,
+            timeout=float(settings.connect_timeout),
+            policy=probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts),
+        )
+        if settings.prewarm:
+            ssh.prewarm(hosts, wrapper=client.wrapper)
+    except BootstrapError as exc:
+        recorder.emit(Reason.PROBE_FAILED, str(exc))
+        raise
+    plan = launch.build_plan(
+        launcher=settings.launcher,
+        command=settings.command,
+        hosts=[h.address for h in hosts],
+        own_ip=settings.pod_ip,
+        num_locales=settings.num_locales,
+        state_dir=settings.state_dir,
+        ssh_config=client.config,
+        ssh_wrapper=client.wrapper,
+        slots=settings.slots,
+        omp_threads=settings.omp_threads,
+        remote_path=settings.remote_path,
+        extra_env=ident.env,
+    )
+    launch.write_files(plan)
+    return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
+
+
+def run_server(
+    api: KubeApi,
+    settings: ServerSettings,
+    *,
+    report: Callable[[str], None] = _stdout,
+    probe_policy: ssh.RetryPolicy | None = None,
+    grace_seconds: float = 10.0,
+) -> int:
+    """Returns the exit status (the child's, or EXIT_LOCALE_LOST)."""
+    own = api.get_pod(namespace=settings.namespace, name=settings.pod_name)
+    recorder = EventRecorder(
+        api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=own.uid if own else "")
+    )
+    prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
+    if not prepared.plan.argv:
+        report(f"launcher none: wrote {settings.state_dir} (ssh_config, hostfile); no command given")
+        return 0
+    env = {**os.environ, **prepared.plan.env}
+    launched = f"launched {' '.join(prepared.plan.argv)} on {len(prepared.hosts)} hosts ({settings.launcher.value})"
+    if not settings.supervise:
+        recorder.emit(Reason.LAUNCHED, launched + " (unsupervised)")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            os.execvpe(prepared.plan.argv[0], prepared.plan.argv, env)
+        except OSError as exc:
+            raise BootstrapError(f"cannot exec {prepared.plan.argv[0]}: {exc.strerror or exc}") from None
+    monitor = (
+        LocaleMonitor(api, namespace=settings.namespace, selector=settings.selector, locales=prepared.locales)
+        if prepared.locales
+        else None
+    )
+    try:
+        outcome = run_supervised(
+            prepared.plan.argv,
+            env=env,
+            monitor=monitor,
+            grace_seconds=grace_seconds,
+            on_started=lambda pid: recorder.emit(Reason.LAUNCHED, f"{launched}; pid {pid}"),
+            on_lost=lambda reason: recorder.emit(Reason.LOCALE_LOST, reason),
+        )
+    finally:
+        if settings.prewarm:
+            ssh.close_masters(prepared.hosts, wrapper=prepared.client.wrapper)
+    if outcome.lost_reason is not None:
+        raise BootstrapError(
+            f"{outcome.lost_reason}; stopped the program (status {outcome.exit_code}) so the cluster is rebuilt",
+            exit_code=EXIT_LOCALE_LOST,
+        )
+    return outcome.exit_code

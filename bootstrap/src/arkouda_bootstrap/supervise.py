@@ -1,0 +1,179 @@
+"""Run the launched program as a child: forward SIGTERM/SIGINT, exit with its code, and end it when a locale
+pod is deleted, turns NotReady or changes IP (so Kubernetes restarts locale 0 and the cluster is rebuilt).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+
+from arkouda_bootstrap.discovery import pod_reason
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.kube import GoneError, KubeApi, PodInfo
+
+log = logging.getLogger(__name__)
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+DEFAULT_GRACE_SECONDS = 10.0
+
+
+def lost_reason(tracked: PodInfo, event_type: str, pod: PodInfo | None) -> str | None:
+    """Why `pod` (the current state of the tracked locale, None when gone) means the cluster is broken."""
+    if pod is None or event_type == "DELETED":
+        return f"locale pod {tracked.name} was deleted"
+    if tracked.uid and pod.uid and tracked.uid != pod.uid:
+        return f"locale pod {tracked.name} was replaced (uid {tracked.uid} -> {pod.uid})"
+    if pod.deleting:
+        return f"locale pod {tracked.name} is terminating"
+    if pod.pod_ip != tracked.pod_ip:
+        return f"locale pod {tracked.name} changed IP {tracked.pod_ip} -> {pod.pod_ip}"
+    if not pod.ready:
+        return f"locale pod {tracked.name} turned NotReady ({pod_reason(pod)})"
+    return None
+
+
+class LocaleMonitor:
+    """Watches the locale pods (list, then watch from its resourceVersion; relist on 410) in a daemon thread
+    and calls `on_lost(reason)` once when a tracked locale breaks."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        namespace: str,
+        selector: str,
+        locales: Sequence[PodInfo],
+        chunk_seconds: int = 30,
+        retry_delay: float = 5.0,
+    ) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._selector = selector
+        self._tracked = {p.name: p for p in locales}
+        self._chunk = chunk_seconds
+        self._retry_delay = retry_delay
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, on_lost: Callable[[str], None]) -> None:
+        self._thread = threading.Thread(target=self._run, args=(on_lost,), name="locale-monitor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _relist(self) -> tuple[str, str | None]:
+        listing = self._api.list_pods(namespace=self._namespace, selector=self._selector)
+        current = {p.name: p for p in listing.pods}
+        for name, tracked in self._tracked.items():
+            reason = lost_reason(tracked, "LISTED", current.get(name))
+            if reason is not None:
+                return listing.resource_version, reason
+        return listing.resource_version, None
+
+    def _run(self, on_lost: Callable[[str], None]) -> None:
+        rv: str | None = None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    rv, reason = self._relist()
+                    if reason is not None:
+                        on_lost(reason)
+                        return
+                for event in self._api.watch_pods(
+                    namespace=self._namespace,
+                    selector=self._selector,
+                    resource_version=rv,
+                    timeout_seconds=self._chunk,
+                ):
+                    if self._stop.is_set():
+                        return
+                    if event.resource_version:
+                        rv = event.resource_version
+                    if event.pod is None or event.pod.name not in self._tracked:
+                        continue
+                    reason = lost_reason(self._tracked[event.pod.name], event.type, event.pod)
+                    if reason is not None:
+                        on_lost(reason)
+                        return
+            except GoneError:
+                rv = None
+            except BootstrapError as exc:  # API trouble is not a lost locale: keep the program running
+                log.warning("locale monitor: %s; retrying in %gs", exc, self._retry_delay)
+                rv = None
+                self._stop.wait(self._retry_delay)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    lost_reason: str | None = None
+
+
+def exit_status(returncode: int) -> int:
+    """Shell convention: killed by signal N -> 128+N."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def run_supervised(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    monitor: LocaleMonitor | None = None,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    on_started: Callable[[int], None] | None = None,
+    on_lost: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Start `argv`, forward SIGTERM/SIGINT to it, wait; on a lost locale terminate it (grace, then SIGKILL)."""
+    try:
+        child = subprocess.Popen(list(argv), env=dict(env))
+    except OSError as exc:
+        raise BootstrapError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+    lost: list[str] = []
+    lock = threading.Lock()
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        log.info("forwarding %s to pid %d", signal.Signals(signum).name, child.pid)
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    def terminate(reason: str) -> None:
+        with lock:
+            if lost:
+                return
+            lost.append(reason)
+        log.error("%s: terminating pid %d (grace %gs)", reason, child.pid, grace_seconds)
+        if on_lost is not None:
+            on_lost(reason)
+        try:
+            child.terminate()
+            child.wait(timeout=grace_seconds)
+        except subprocess.TimeoutExpired:
+            log.error("pid %d ignored SIGTERM for %gs: SIGKILL", child.pid, grace_seconds)
+            child.kill()
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
+    try:
+        if on_started is not None:
+            on_started(child.pid)
+        if monitor is not None:
+            monitor.start(terminate)
+        returncode = child.wait()
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    with lock:
+        reason = lost[0] if lost else None
+    code = exit_status(returncode)
+    log.info("pid %d exited with status %d", child.pid, code)
+    return Outcome(exit_code=code, lost_reason=reason)
