@@ -1,0 +1,144 @@
+"""Shared fixtures: key material, a mounted-Secret directory, a non-root test user and real unprivileged sshds."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from arkouda_bootstrap import cli, keys
+from arkouda_bootstrap.probe import tcp_probe
+from arkouda_bootstrap.config import ProbeSettings
+
+from privdrop import spawn_as
+
+TEST_USER = "arkbs-test"
+
+
+@pytest.fixture
+def secret_data() -> dict[str, bytes]:
+    return keys.build_secret_data(release="t", with_token=False)
+
+
+def write_secret_dir(path: Path, data: dict[str, bytes]) -> Path:
+    """Like a Secret volume: one file per key, read-only for everyone (root-owned as the kubelet makes them)."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)
+    for name, content in data.items():
+        (path / name).write_bytes(content)
+        (path / name).chmod(0o444)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def test_user() -> pwd.struct_passwd:
+    """A non-root user for sshd, created idempotently; password field `*` (no password, not locked)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create the non-root test user and drop to it (CI runs as root)")
+    try:
+        entry = pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", TEST_USER],
+            check=True,
+        )
+        entry = pwd.getpwnam(TEST_USER)
+    subprocess.run(["usermod", "-p", "*", TEST_USER], check=True)
+    return entry
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory the test user can traverse, on a chain StrictModes accepts (/run is root 0755; pytest's
+    tmp_path is 0700 root and /tmp is world-writable)."""
+    path = Path(tempfile.mkdtemp(prefix="arkbs-", dir="/run"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def wait_listening(port: int, *, seconds: float = 15.0, log: Path | None = None) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if tcp_probe(ProbeSettings(port=port, timeout=0.2)):
+            return
+        time.sleep(0.05)
+    detail = log.read_text() if log is not None and log.exists() else ""
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port} after {seconds}s\n{detail}")
+
+
+@dataclass
+class LocaleSshd:
+    """A real sshd started by `arkouda-bootstrap locale` as a non-root uid (the pod's entrypoint path)."""
+
+    pid: int
+    port: int
+    state_dir: Path
+    log: Path
+    user: str
+    exited: int | None = field(default=None)
+
+    def stop(self) -> None:
+        if self.exited is not None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        _, status = os.waitpid(self.pid, 0)
+        self.exited = status
+
+
+def start_locale(
+    *,
+    uid: int,
+    gid: int,
+    secret_dir: Path,
+    state_dir: Path,
+    port: int,
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    wait: bool = True,
+    user: str = TEST_USER,
+) -> LocaleSshd:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chown(state_dir, uid, gid)
+    state_dir.chmod(0o755)
+    log = state_dir.parent / f"locale-{port}.log"
+    child_env = {"PATH": "/usr/sbin:/usr/bin:/bin", **(env or {"USER": user, "HOME": "/nonexistent"})}
+    argv = ["locale", "--secret-dir", str(secret_dir), "--state-dir", str(state_dir), "--port", str(port), *extra_args]
+    pid = spawn_as(uid=uid, gid=gid, env=child_env, log_path=log, fn=lambda: cli.main(argv))
+    sshd = LocaleSshd(pid=pid, port=port, state_dir=state_dir, log=log, user=user)
+    if wait:
+        try:
+            wait_listening(port, log=log)
+        except AssertionError:
+            sshd.stop()
+            raise
+    return sshd
+
+
+@pytest.fixture
+def sshds() -> Iterator[list[LocaleSshd]]:
+    """Collects started sshds and stops them after the test."""
+    started: list[LocaleSshd] = []
+    yield started
+    for s in started:
+        s.stop()

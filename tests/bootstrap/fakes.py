@@ -1,0 +1,149 @@
+"""FakeKube: a named test double of arkouda_bootstrap.kube.KubeApi (in-memory pods, Secrets, Events, and a
+scripted watch stream). No API server is involved; the e2e suite runs the same code against a real one."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.kube import EventInfo, GoneError, PodCondition, PodEvent, PodInfo, PodList, PodRef
+
+END = "END"  # ends one watch request (the server's timeout_seconds elapsed)
+WatchItem = PodEvent | Exception | str
+
+
+def make_pod(
+    name: str,
+    *,
+    ip: str | None = "10.0.0.1",
+    ready: bool = True,
+    phase: str = "Running",
+    labels: Mapping[str, str] | None = None,
+    uid: str = "",
+    conditions: tuple[PodCondition, ...] | None = None,
+    rv: str = "1",
+    **kwargs: object,
+) -> PodInfo:
+    if conditions is None:
+        conditions = (PodCondition(type="Ready", status="True" if ready else "False"),)
+    return PodInfo(
+        name=name,
+        namespace="ns",
+        uid=uid or f"uid-{name}",
+        labels=dict(labels or {}),
+        phase=phase,
+        pod_ip=ip,
+        conditions=conditions,
+        resource_version=rv,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@dataclass
+class CreatedEvent:
+    pod: PodRef
+    reason: str
+    message: str
+    type: str
+
+
+@dataclass
+class FakeKube:
+    """Test double of KubeApi. `watch_script` items are consumed in order by watch requests; with
+    `block=True` an empty script waits (real time, up to timeout_seconds) for items put by another thread."""
+
+    pods: dict[str, PodInfo] = field(default_factory=dict)
+    list_rv: int = 100
+    secrets: dict[tuple[str, str], tuple[dict[str, bytes], dict[str, str]]] = field(default_factory=dict)
+    pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
+    created_events: list[CreatedEvent] = field(default_factory=list)
+    watch_script: queue.Queue[WatchItem] = field(default_factory=queue.Queue)
+    block: bool = False
+    on_idle_watch: Callable[[int], None] | None = None
+    fail_with: dict[str, BootstrapError] = field(default_factory=dict)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+    def _check(self, op: str, arg: str = "") -> None:
+        self.calls.append((op, arg))
+        if op in self.fail_with:
+            raise self.fail_with[op]
+
+    def script(self, *items: WatchItem) -> None:
+        for item in items:
+            self.watch_script.put(item)
+
+    def event(self, kind: Literal["ADDED", "MODIFIED", "DELETED"], pod: PodInfo) -> PodEvent:
+        self.list_rv += 1
+        pod = replace(pod, resource_version=str(self.list_rv))
+        return PodEvent(type=kind, pod=pod, resource_version=str(self.list_rv))
+
+    # -- KubeApi -----------------------------------------------------------------------------------------
+
+    def list_pods(self, *, namespace: str, selector: str) -> PodList:
+        self._check("list_pods", selector)
+        # API order deliberately scrambled (reverse of insertion) to prove callers sort by ordinal
+        return PodList(pods=tuple(reversed(list(self.pods.values()))), resource_version=str(self.list_rv))
+
+    def watch_pods(
+        self, *, namespace: str, selector: str, resource_version: str, timeout_seconds: int
+    ) -> Iterator[PodEvent]:
+        self._check("watch_pods", resource_version)
+        while True:
+            try:
+                item = self.watch_script.get(timeout=timeout_seconds) if self.block else self.watch_script.get_nowait()
+            except queue.Empty:
+                if self.on_idle_watch is not None:
+                    self.on_idle_watch(timeout_seconds)
+                return
+            if item == END:
+                return
+            if isinstance(item, Exception):
+                raise item
+            assert isinstance(item, PodEvent)
+            if item.pod is not None:
+                if item.type == "DELETED":
+                    self.pods.pop(item.pod.name, None)
+                else:
+                    self.pods[item.pod.name] = item.pod
+            yield item
+
+    def get_pod(self, *, namespace: str, name: str) -> PodInfo | None:
+        self._check("get_pod", name)
+        return self.pods.get(name)
+
+    def list_pod_events(self, *, namespace: str, pod_name: str) -> list[EventInfo]:
+        self._check("list_pod_events", pod_name)
+        return list(self.pod_events.get(pod_name, []))
+
+    def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
+        self._check("create_event", reason)
+        self.created_events.append(CreatedEvent(pod=pod, reason=reason, message=message, type=type_))
+
+    def get_secret(self, *, namespace: str, name: str) -> dict[str, bytes] | None:
+        self._check("get_secret", name)
+        found = self.secrets.get((namespace, name))
+        return dict(found[0]) if found else None
+
+    def create_secret(
+        self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]
+    ) -> None:
+        self._check("create_secret", name)
+        if (namespace, name) in self.secrets:
+            raise BootstrapError("conflict")
+        self.secrets[(namespace, name)] = (dict(data), dict(labels))
+
+    def replace_secret(
+        self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]
+    ) -> None:
+        self._check("replace_secret", name)
+        self.secrets[(namespace, name)] = (dict(data), dict(labels))
+
+    def delete_secret(self, *, namespace: str, name: str) -> bool:
+        self._check("delete_secret", name)
+        return self.secrets.pop((namespace, name), None) is not None
+
+
+__all__ = ["END", "CreatedEvent", "FakeKube", "GoneError", "make_pod"]

@@ -1,0 +1,257 @@
+"""Real OpenSSH: the sshd that `locale` prepares, run as a non-root user on a loopback port; the `server`'s
+paramiko probe, and the real ssh client with the config the server writes (issues 2 and 7)."""
+
+from __future__ import annotations
+
+import logging
+import pwd
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from arkouda_bootstrap import keys, ssh
+from arkouda_bootstrap.config import SshTuning
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.sshd import KeyPaths
+
+from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
+
+pytestmark = pytest.mark.sshd
+
+FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
+
+
+def client_key(data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
+    path = tmp_path / "id"
+    path.write_bytes(data[keys.CLIENT_KEY])
+    path.chmod(0o600)
+    return ssh.load_client_key(path)
+
+
+@pytest.fixture
+def locale_sshd(
+    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
+) -> LocaleSshd:
+    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
+    sshd = start_locale(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        secret_dir=secret_dir,
+        state_dir=shared_dir / "state",
+        port=free_port(),
+    )
+    sshds.append(sshd)
+    return sshd
+
+
+def test_locale_writes_strict_sshd_config_accepted_by_sshd_t(locale_sshd: LocaleSshd) -> None:
+    config = (locale_sshd.state_dir / "sshd_config").read_text()
+    assert f"Port {locale_sshd.port}" in config
+    assert "UsePAM no" in config
+    assert "PasswordAuthentication no" in config
+    assert "PermitRootLogin no" in config
+    assert "AllowTcpForwarding no" in config
+    assert "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org" in config
+    # the state dir sits on a root-owned 0755 chain here, so StrictModes stays on
+    assert "StrictModes yes" in config
+    log = locale_sshd.log.read_text()
+    assert "accepted by sshd -t" in log
+    # key copies: dir 0700, private keys 0600, owned by the sshd's uid
+    paths = KeyPaths.under(locale_sshd.state_dir)
+    assert paths.directory.stat().st_mode & 0o777 == 0o700
+    assert paths.host_key.stat().st_mode & 0o777 == 0o600
+    assert paths.authorized_keys.stat().st_mode & 0o777 == 0o600
+    assert paths.host_key.stat().st_uid == pwd.getpwnam(locale_sshd.user).pw_uid
+    # sshd itself was exec'ed: the child pid is now sshd, running as the test user
+    comm = Path(f"/proc/{locale_sshd.pid}/comm").read_text().strip()
+    assert comm == "sshd"
+    assert Path(f"/proc/{locale_sshd.pid}/status").read_text().count(f"\t{pwd.getpwnam(locale_sshd.user).pw_uid}\t") >= 1
+
+
+def test_probe_succeeds_with_pinned_key(
+    locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    pinned = keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode())
+    ssh.probe_all(
+        [ssh.Host("127.0.0.1", "arkouda-locale-0"), ssh.Host("127.0.0.1", "arkouda-locale-1")],
+        port=locale_sshd.port,
+        user=locale_sshd.user,
+        client_key=client_key(secret_data, tmp_path),
+        pinned=pinned,
+        timeout=5,
+        policy=FAST,
+    )
+    assert "attempt 1/3" in caplog.text
+    assert "all 2 hosts answered" in caplog.text
+
+
+def test_probe_host_key_mismatch_is_fatal_and_not_retried(
+    locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    other = keys.generate_ed25519(comment="other")
+    with pytest.raises(BootstrapError) as err:
+        ssh.probe_all(
+            [ssh.Host("127.0.0.1", "arkouda-locale-3")],
+            port=locale_sshd.port,
+            user=locale_sshd.user,
+            client_key=client_key(secret_data, tmp_path),
+            pinned=keys.parse_public_key(other.public_openssh, what="other"),
+            timeout=5,
+            policy=FAST,
+        )
+    message = str(err.value)
+    assert "127.0.0.1" in message
+    assert "arkouda-locale-3" in message
+    assert "host key mismatch" in message
+    assert "attempt 2/3" not in caplog.text
+
+
+def test_probe_wrong_client_key_is_fatal(
+    locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    wrong = keys.build_secret_data(release="other", with_token=False)
+    with pytest.raises(BootstrapError) as err:
+        ssh.probe_all(
+            [ssh.Host("127.0.0.1", "arkouda-locale-0")],
+            port=locale_sshd.port,
+            user=locale_sshd.user,
+            client_key=client_key(wrong, tmp_path),
+            pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+            timeout=5,
+            policy=FAST,
+        )
+    assert "authentication" in str(err.value)
+    assert "arkouda-locale-0" in str(err.value)
+    assert "attempt 2/3" not in caplog.text
+
+
+def test_probe_retries_until_sshd_listens(
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    port = free_port()
+    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
+    errors: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            ssh.probe_all(
+                [ssh.Host("127.0.0.1", "arkouda-locale-0")],
+                port=port,
+                user=test_user.pw_name,
+                client_key=client_key(secret_data, tmp_path),
+                pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+                timeout=5,
+                policy=ssh.RetryPolicy(attempts=30, initial_delay=0.1, max_delay=0.3),
+            )
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    # start sshd only after the probe has failed at least once (connection refused)
+    deadline = time.monotonic() + 20
+    while "attempt 2/30" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "attempt 2/30" in caplog.text, caplog.text
+    sshds.append(
+        start_locale(
+            uid=test_user.pw_uid,
+            gid=test_user.pw_gid,
+            secret_dir=secret_dir,
+            state_dir=shared_dir / "state",
+            port=port,
+            wait=False,
+        )
+    )
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert errors == []
+    assert "Connection refused" in caplog.text or "connect to" in caplog.text
+    assert "all 1 hosts answered" in caplog.text
+
+
+def write_client(locale_sshd: LocaleSshd, data: dict[str, bytes], dest: Path, *, known_hosts: bytes) -> ssh.ClientFiles:
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "id").write_bytes(data[keys.CLIENT_KEY])
+    (dest / "id").chmod(0o600)
+    (dest / "known_hosts").write_bytes(known_hosts)
+    return ssh.write_client_files(
+        state_dir=dest,
+        user=locale_sshd.user,
+        port=locale_sshd.port,
+        identity_file=dest / "id",
+        known_hosts=dest / "known_hosts",
+        tuning=SshTuning(),
+        connect_timeout=5,
+        prewarm=False,
+    )
+
+
+def test_ssh_G_accepts_client_config(locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path) -> None:
+    files = write_client(locale_sshd, secret_data, tmp_path, known_hosts=secret_data[keys.KNOWN_HOSTS])
+    out = subprocess.run(
+        ["ssh", "-G", "-F", str(files.config), "10.1.2.3"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "kexalgorithms curve25519-sha256,curve25519-sha256@libssh.org" in out
+    assert "stricthostkeychecking true" in out
+    assert "batchmode yes" in out
+    assert f"port {locale_sshd.port}" in out
+
+
+def test_real_ssh_negotiates_curve25519_and_runs(
+    locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path
+) -> None:
+    files = write_client(locale_sshd, secret_data, tmp_path, known_hosts=secret_data[keys.KNOWN_HOSTS])
+    result = subprocess.run(
+        ["ssh", "-v", "-F", str(files.config), "127.0.0.1", "echo", "hello-from-locale"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "hello-from-locale"
+    assert "kex: algorithm: curve25519-sha256" in result.stderr
+    assert "aes128-gcm@openssh.com" in result.stderr
+
+
+def test_real_ssh_rejects_wrong_host_key_even_when_spawner_says_no(
+    locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path
+) -> None:
+    other = keys.generate_ed25519(comment="other")
+    files = write_client(
+        locale_sshd, secret_data, tmp_path, known_hosts=keys.known_hosts_line(other.public_openssh).encode()
+    )
+    # GASNet's spawner appends -o 'StrictHostKeyChecking no'; our wrapper's options come first and win
+    result = subprocess.run(
+        [str(files.wrapper), "-o", "StrictHostKeyChecking no", "127.0.0.1", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 255
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in result.stderr or "Host key verification failed" in result.stderr
+    # and with the pinned key the same wrapper gets in
+    good = write_client(locale_sshd, secret_data, tmp_path / "good", known_hosts=secret_data[keys.KNOWN_HOSTS])
+    ok = subprocess.run(
+        [str(good.wrapper), "-o", "StrictHostKeyChecking no", "127.0.0.1", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
