@@ -1,0 +1,67 @@
+# Charts: the helm + helm-unittest toolchain and the chart checks.
+#
+# helm and helm-unittest are built from one Go module of ours (hack/tools: helm-unittest >= v1.0.2 carries a
+# `replace` directive, which Go ignores in a dependency, so our module repeats it). Both binaries come from one
+# `go build`, so the unittest plugin renders with the exact helm library of the helm CLI. The build lands in a
+# cache dir keyed by both versions and the hash of hack/tools/go.{mod,sum}, and is skipped when present.
+# Helm's own state (plugins, repositories, cache) lives under $(CACHE_DIR) too, never in ~/.config.
+
+CHART_DIR := $(REPO_ROOT)/charts/arkouda
+CHART_SUBCHARTS := $(CHART_DIR)/charts/arkouda-locale $(CHART_DIR)/charts/arkouda-server
+CHART_VALUES := $(sort $(wildcard $(REPO_ROOT)/values/*.yaml))
+HELM_TOOLS_MOD := $(REPO_ROOT)/hack/tools
+HELM_TOOLS_HASH := $(shell cat $(HELM_TOOLS_MOD)/go.mod $(HELM_TOOLS_MOD)/go.sum 2>/dev/null | sha256sum | cut -c1-12)
+HELM_TOOLS_DIR := $(CACHE_DIR)/helm-$(HELM_VERSION)-unittest-$(HELM_UNITTEST_VERSION)-$(HELM_TOOLS_HASH)
+HELM_HOME := $(CACHE_DIR)/helm-home
+export HELM_CONFIG_HOME := $(HELM_HOME)/config
+export HELM_CACHE_HOME := $(HELM_HOME)/cache
+export HELM_DATA_HOME := $(HELM_HOME)/data
+export HELM_PLUGINS := $(HELM_TOOLS_DIR)/plugins
+
+TOOLS_TARGETS += tools-helm
+LINT_TARGETS += lint-charts
+TEST_TARGETS += test-charts
+
+.PHONY: tools-helm lint-charts test-charts update-chart-snapshots
+
+tools-helm: $(HELM_TOOLS_DIR)/.done ## Build pinned helm and helm-unittest (plugin) into the tools cache
+	@ln -sfn $(HELM_TOOLS_DIR)/helm $(BIN)/helm
+	@ln -sfn $(HELM_TOOLS_DIR)/helm-unittest $(BIN)/helm-unittest
+	@echo "tools-helm: $$(helm version --short), helm unittest $$(helm plugin list | awk '$$1 == "unittest" {print $$2}')"
+
+# The pins live in hack/versions.env; hack/tools/go.mod must require exactly those versions.
+$(HELM_TOOLS_DIR)/.done:
+	@grep -qE '^\s*helm\.sh/helm/v3 $(HELM_VERSION)( |$$)' $(HELM_TOOLS_MOD)/go.mod || { \
+	  echo "tools-helm: hack/tools/go.mod does not require helm.sh/helm/v3 $(HELM_VERSION) (HELM_VERSION in hack/versions.env); run: cd hack/tools && go get -tool helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && go mod tidy" >&2; exit 1; }
+	@grep -qE '^\s*github\.com/helm-unittest/helm-unittest $(HELM_UNITTEST_VERSION)( |$$)' $(HELM_TOOLS_MOD)/go.mod || { \
+	  echo "tools-helm: hack/tools/go.mod does not require github.com/helm-unittest/helm-unittest $(HELM_UNITTEST_VERSION) (HELM_UNITTEST_VERSION in hack/versions.env); run: cd hack/tools && go get -tool github.com/helm-unittest/helm-unittest/cmd/helm-unittest@$(HELM_UNITTEST_VERSION) && go mod tidy" >&2; exit 1; }
+	@command -v go >/dev/null || { echo "tools-helm: no 'go' on PATH (Go >= 1.26 builds helm $(HELM_VERSION))" >&2; exit 1; }
+	@echo "tools-helm: building helm $(HELM_VERSION) and helm-unittest $(HELM_UNITTEST_VERSION) into $(HELM_TOOLS_DIR) (several minutes on 2 cores)"
+	@mkdir -p $(BIN) $(HELM_HOME) && rm -rf $(HELM_TOOLS_DIR).tmp && mkdir -p $(HELM_TOOLS_DIR).tmp
+	@set -e; cd $(HELM_TOOLS_MOD); \
+	  k8s=$$(go list -m -f '{{.Version}}' k8s.io/client-go); k8s=$${k8s#v}; kmaj=$$(( $${k8s%%.*} + 1 )); kmin=$$(echo $$k8s | cut -d. -f2); \
+	  start=$$(date +%s); \
+	  go build -mod=readonly -trimpath -o $(HELM_TOOLS_DIR).tmp/ -ldflags "-s -w \
+	    -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+	    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$$kmaj -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$kmin \
+	    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$$kmaj -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$kmin" \
+	    helm.sh/helm/v3/cmd/helm github.com/helm-unittest/helm-unittest/cmd/helm-unittest; \
+	  echo "tools-helm: built in $$(( $$(date +%s) - start ))s (default Kubernetes version for templates: v$$kmaj.$$kmin)"
+	@# helm-unittest as a helm plugin without its download hooks: our binary plus a plugin.yaml naming it.
+	@mkdir -p $(HELM_TOOLS_DIR).tmp/plugins/unittest
+	@ln -s ../../helm-unittest $(HELM_TOOLS_DIR).tmp/plugins/unittest/untt
+	@printf '%s\n' 'name: "unittest"' 'version: "$(patsubst v%,%,$(HELM_UNITTEST_VERSION))"' \
+	  'usage: "unittest for helm charts"' 'description: "helm-unittest built from hack/tools (mk/charts.mk)"' \
+	  'ignoreFlags: false' 'command: "$$HELM_PLUGIN_DIR/untt"' > $(HELM_TOOLS_DIR).tmp/plugins/unittest/plugin.yaml
+	@rm -rf $(HELM_TOOLS_DIR) && mv $(HELM_TOOLS_DIR).tmp $(HELM_TOOLS_DIR) && touch $@
+
+CHART_UNITTEST_FLAGS ?=
+
+lint-charts: ## helm lint --strict + helm template of the chart with its defaults and every values/*.yaml
+	@$(REPO_ROOT)/hack/tools/lint-charts.sh $(CHART_DIR) $(CHART_VALUES)
+
+test-charts: ## helm-unittest suites of the umbrella chart and both subcharts
+	@helm unittest --color=false --strict $(CHART_UNITTEST_FLAGS) $(CHART_DIR)
+
+update-chart-snapshots: ## Re-write the helm-unittest snapshots after an intended template change (review the diff)
+	@helm unittest --color=false --strict --update-snapshot $(CHART_DIR)
