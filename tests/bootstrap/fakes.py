@@ -57,6 +57,7 @@ class FakeKube:
 
     pods: dict[str, PodInfo] = field(default_factory=dict)
     list_rv: int = 100
+    event_rv: int = 1000  # resourceVersions of scripted watch events (after any list)
     secrets: dict[tuple[str, str], tuple[dict[str, bytes], dict[str, str]]] = field(default_factory=dict)
     pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
     created_events: list[CreatedEvent] = field(default_factory=list)
@@ -76,9 +77,9 @@ class FakeKube:
             self.watch_script.put(item)
 
     def event(self, kind: Literal["ADDED", "MODIFIED", "DELETED"], pod: PodInfo) -> PodEvent:
-        self.list_rv += 1
-        pod = replace(pod, resource_version=str(self.list_rv))
-        return PodEvent(type=kind, pod=pod, resource_version=str(self.list_rv))
+        self.event_rv += 1
+        pod = replace(pod, resource_version=str(self.event_rv))
+        return PodEvent(type=kind, pod=pod, resource_version=str(self.event_rv))
 
     # -- KubeApi -----------------------------------------------------------------------------------------
 

@@ -132,7 +132,7 @@ def evaluate(
         events = events_for(pod) if (events_for is not None and i == 0) else []
         parts.append(f"{pod.name} ({pod_reason(pod, events)})")
     if len(waiting) > MAX_WAITING_SHOWN:
-        parts.append(f"{len(waiting) - MAX_WAITING_SHOWN} more")
+        parts[-1] += f" and {len(waiting) - MAX_WAITING_SHOWN} more"
     missing = expected - len(wanted)
     if missing > 0:
         present = {ordinal(p) for p in wanted}

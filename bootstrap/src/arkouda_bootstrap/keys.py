@@ -143,7 +143,7 @@ def validate_secret_data(data: Mapping[str, bytes], *, source: str, require_toke
     """Raise BootstrapError naming the first missing or invalid field of the key material in `source`."""
 
     def fail(field: str, why: str) -> BootstrapError:
-        return BootstrapError(f"{source}: field {field}: {why}")
+        return BootstrapError(f"{source}: field {field}: {why.removeprefix(field + ' ')}")
 
     for field in (*KEY_FIELDS, *((TOKEN,) if require_token else ())):
         if field not in data or not data[field].strip():

@@ -1,0 +1,219 @@
+"""Discovery logic (list, then watch from resourceVersion, 410 relist, deadline) driven by FakeKube."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from arkouda_bootstrap.discovery import (
+    WaitTimeoutError,
+    evaluate,
+    order_pods,
+    ordinal,
+    pod_reason,
+    wait_for_locales,
+)
+from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
+from arkouda_bootstrap.kube import ContainerState, EventInfo, GoneError, PodCondition
+
+from fakes import END, FakeKube, make_pod
+
+UNSCHEDULABLE = (
+    PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message="0/3 nodes are available: 3 Insufficient cpu."),
+)
+
+
+class FakeClock:
+    """Test double of time.monotonic; advanced by the fake's idle watches."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_ordinal_from_label_wins_over_name() -> None:
+    assert ordinal(make_pod("x-arkouda-locale-7")) == 7
+    assert ordinal(make_pod("weird-name", labels={"apps.kubernetes.io/pod-index": "3"})) == 3
+    with pytest.raises(BootstrapError, match="pod weird matches the locale selector but has no StatefulSet ordinal"):
+        ordinal(make_pod("weird"))
+
+
+def test_order_is_by_ordinal_not_api_or_lexical_order() -> None:
+    pods = [make_pod(f"r-arkouda-locale-{n}") for n in (10, 2, 1, 0, 11)]
+    assert [p.name for p in order_pods(pods)] == [f"r-arkouda-locale-{n}" for n in (0, 1, 2, 10, 11)]
+
+
+def test_duplicate_ordinal_is_a_selector_error() -> None:
+    with pytest.raises(BootstrapError, match="same ordinal 1"):
+        order_pods([make_pod("a-1"), make_pod("b-1")])
+
+
+def test_progress_line_matches_issue_example() -> None:
+    names = [f"arkouda-locale-{n}" for n in range(7)]
+    pods = {name: make_pod(name) for name in names}
+    pods["arkouda-locale-4"] = make_pod("arkouda-locale-4", ip=None, phase="Pending", conditions=UNSCHEDULABLE)
+    progress, ready = evaluate(pods, expected=7)
+    assert progress.line == (
+        "6/7 locales ready; waiting for arkouda-locale-4 (Pending: 0/3 nodes are available: 3 Insufficient cpu)"
+    )
+    assert not progress.done
+    assert len(ready) == 6
+    # 3/7 with the others not created yet: the issue's example line, plus the missing pods by name
+    few = {k: v for k, v in pods.items() if k in {"arkouda-locale-0", "arkouda-locale-1", "arkouda-locale-2", "arkouda-locale-4"}}
+    progress, _ = evaluate(few, expected=7)
+    assert progress.line == (
+        "3/7 locales ready; waiting for arkouda-locale-4 (Pending: 0/3 nodes are available: 3 Insufficient cpu), "
+        "arkouda-locale-3, arkouda-locale-5, arkouda-locale-6 (not created yet)"
+    )
+    progress, ready = evaluate(pods | {"arkouda-locale-4": make_pod("arkouda-locale-4")}, expected=7)
+    assert progress.done
+    assert progress.line == "7/7 locales ready"
+    assert [p.name for p in ready] == names
+
+
+def test_many_waiting_are_summarised() -> None:
+    pods = {f"r-{n}": make_pod(f"r-{n}", ready=False) for n in range(6)}
+    progress, _ = evaluate(pods, expected=6)
+    assert progress.line.startswith("0/6 locales ready; waiting for r-0 (Running: not ready), r-1")
+    assert progress.line.endswith("r-2 (Running: not ready) and 3 more")
+
+
+def test_reasons_from_container_states_and_events() -> None:
+    crash = make_pod(
+        "p-1",
+        ready=False,
+        containers=(ContainerState(name="sshd", state="waiting", reason="CrashLoopBackOff", message="back-off 10s"),),
+    )
+    assert pod_reason(crash) == "Running: sshd: CrashLoopBackOff: back-off 10s"
+    creating = make_pod("p-2", ready=False, phase="Pending", ip=None,
+                        containers=(ContainerState(name="sshd", state="waiting", reason="ContainerCreating"),))
+    events = [
+        EventInfo(type="Warning", reason="FailedMount", message="old", last_seen=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)),
+        EventInfo(type="Warning", reason="FailedMount", message='secret "x" not found', last_seen=dt.datetime(2026, 1, 2, tzinfo=dt.UTC)),
+        EventInfo(type="Normal", reason="Scheduled", message="ok"),
+    ]
+    assert pod_reason(creating, events) == 'Pending: FailedMount: secret "x" not found'
+    assert pod_reason(creating) == "Pending: sshd: ContainerCreating"
+    not_ready = make_pod("p-3", ready=False, containers=(ContainerState(name="sshd", state="running", ready=False),))
+    assert pod_reason(not_ready) == "Running: not ready: sshd"
+    term = make_pod("p-4", ready=False, containers=(ContainerState(name="sshd", state="terminated", reason="Error", exit_code=2),))
+    assert pod_reason(term) == "Running: sshd: Error (exit 2)"
+
+
+def test_list_then_watch_from_resource_version_until_ready() -> None:
+    api = FakeKube(list_rv=100)
+    api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="10.0.0.2")
+    api.pods["r-arkouda-locale-0"] = make_pod("r-arkouda-locale-0", ip=None, ready=False, phase="Pending", conditions=UNSCHEDULABLE)
+    api.script(api.event("MODIFIED", make_pod("r-arkouda-locale-0", ip="10.0.0.1")))
+    lines: list[str] = []
+    pods = wait_for_locales(api, namespace="ns", selector="s=1", expected=2, timeout=60, report=lines.append)
+    assert [p.name for p in pods] == ["r-arkouda-locale-0", "r-arkouda-locale-1"]
+    assert [p.pod_ip for p in pods] == ["10.0.0.1", "10.0.0.2"]
+    assert lines == [
+        "1/2 locales ready; waiting for r-arkouda-locale-0 (Pending: 0/3 nodes are available: 3 Insufficient cpu)",
+        "2/2 locales ready",
+    ]
+    assert ("watch_pods", "100") in api.calls  # watched from the list's resourceVersion
+
+
+def test_one_line_per_change_only() -> None:
+    api = FakeKube()
+    pending = make_pod("r-0", ip=None, ready=False, phase="Pending", conditions=UNSCHEDULABLE)
+    api.pods["r-0"] = pending
+    api.script(api.event("MODIFIED", pending), api.event("MODIFIED", pending), api.event("MODIFIED", make_pod("r-0")))
+    lines: list[str] = []
+    wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=60, report=lines.append)
+    assert len(lines) == 2
+
+
+def test_410_gone_relists() -> None:
+    api = FakeKube(list_rv=5)
+    api.pods["r-0"] = make_pod("r-0", ready=False)
+    api.script(GoneError("too old"))
+    api.pods_after_relist = None  # type: ignore[attr-defined]
+    lines: list[str] = []
+
+    # after the 410, the second list sees the pod ready
+    original = api.list_pods
+    count = {"n": 0}
+
+    def list_pods(*, namespace: str, selector: str):  # type: ignore[no-untyped-def]
+        count["n"] += 1
+        if count["n"] == 2:
+            api.pods["r-0"] = make_pod("r-0")
+        return original(namespace=namespace, selector=selector)
+
+    api.list_pods = list_pods  # type: ignore[method-assign]
+    pods = wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=60, report=lines.append)
+    assert [p.name for p in pods] == ["r-0"]
+    assert count["n"] == 2
+
+
+def test_deleted_pod_counts_against_ready() -> None:
+    api = FakeKube()
+    api.pods["r-0"] = make_pod("r-0", ready=False)
+    api.script(api.event("DELETED", make_pod("r-0", ready=False)), api.event("ADDED", make_pod("r-0")))
+    lines: list[str] = []
+    wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=60, report=lines.append)
+    assert lines[1] == "0/1 locales ready; waiting for ordinal 0 (not created yet)"
+
+
+def test_deadline_raises_with_last_progress_and_uses_bounded_watches() -> None:
+    clock = FakeClock()
+    api = FakeKube(on_idle_watch=clock.advance)
+    api.pods["r-1"] = make_pod("r-1")
+    api.pods["r-0"] = make_pod("r-0", ip=None, ready=False, phase="Pending", conditions=UNSCHEDULABLE)
+    lines: list[str] = []
+    with pytest.raises(WaitTimeoutError) as err:
+        wait_for_locales(
+            api, namespace="ns", selector="s=1", expected=2, timeout=25, report=lines.append, clock=clock, chunk_seconds=10
+        )
+    assert err.value.exit_code == EXIT_TIMEOUT
+    assert str(err.value) == (
+        "timed out after 25s: 1/2 locales ready; waiting for r-0 (Pending: 0/3 nodes are available: 3 Insufficient cpu)"
+    )
+    watches = [c for c in api.calls if c[0] == "watch_pods"]
+    assert len(watches) == 3  # 10 s + 10 s + 5 s chunks, no busy loop
+
+
+def test_events_reason_shown_and_events_forbidden_is_not_fatal() -> None:
+    clock = FakeClock()
+    api = FakeKube(on_idle_watch=clock.advance)
+    api.pods["r-0"] = make_pod("r-0", ready=False, phase="Pending", ip=None)
+    api.pod_events["r-0"] = [EventInfo(type="Warning", reason="FailedMount", message="no secret")]
+    lines: list[str] = []
+    with pytest.raises(WaitTimeoutError):
+        wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=1, report=lines.append, clock=clock)
+    assert lines[0] == "0/1 locales ready; waiting for r-0 (Pending: FailedMount: no secret)"
+    api2 = FakeKube(on_idle_watch=clock.advance, fail_with={"list_pod_events": BootstrapError("missing RBAC: list events in namespace ns")})
+    api2.pods["r-0"] = make_pod("r-0", ready=False, phase="Pending", ip=None)
+    with pytest.raises(WaitTimeoutError):
+        wait_for_locales(api2, namespace="ns", selector="s=1", expected=1, timeout=1, report=lines.append, clock=clock)
+
+
+def test_no_locales_needed_for_one_locale() -> None:
+    api = FakeKube()
+    assert wait_for_locales(api, namespace="ns", selector="s=1", expected=0, timeout=1, report=print) == []
+    assert api.calls == []
+
+
+def test_rbac_error_on_list_is_one_line() -> None:
+    api = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
+    with pytest.raises(BootstrapError, match="^missing RBAC: list pods in namespace ns$"):
+        wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=1, report=print)
+
+
+def test_extra_pods_beyond_expected_are_ignored() -> None:
+    api = FakeKube()
+    for n in range(3):
+        api.pods[f"r-{n}"] = make_pod(f"r-{n}", ip=f"10.0.0.{n}")
+    api.pods["r-5"] = make_pod("r-5", ready=False)  # left over from a larger release
+    pods = wait_for_locales(api, namespace="ns", selector="s=1", expected=3, timeout=1, report=lambda _: None)
+    assert [p.name for p in pods] == ["r-0", "r-1", "r-2"]
+    _ = END

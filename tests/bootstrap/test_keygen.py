@@ -1,0 +1,78 @@
+"""keygen against FakeKube (test double of the kube seam): create once, idempotent, never overwrite silently."""
+
+from __future__ import annotations
+
+import pytest
+
+from arkouda_bootstrap import keys
+from arkouda_bootstrap.config import KeygenSettings
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.keygen import run_keygen
+
+from fakes import FakeKube
+
+S = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel")
+
+
+def test_creates_secret_with_labels() -> None:
+    api = FakeKube()
+    assert run_keygen(api, S) == "created Secret rel-arkouda-ssh in namespace ns"
+    data, labels = api.secrets[("ns", "rel-arkouda-ssh")]
+    assert labels == {"app.kubernetes.io/instance": "rel", "app.kubernetes.io/managed-by": "arkouda-bootstrap"}
+    keys.validate_secret_data(data, source="x")
+    assert keys.TOKEN not in data
+
+
+def test_second_run_changes_nothing() -> None:
+    api = FakeKube()
+    run_keygen(api, S)
+    before = api.secrets[("ns", "rel-arkouda-ssh")]
+    assert "unchanged" in run_keygen(api, S)
+    assert api.secrets[("ns", "rel-arkouda-ssh")] == before
+    assert [c for c in api.calls if c[0] in ("create_secret", "replace_secret")] == [("create_secret", "rel-arkouda-ssh")]
+
+
+def test_invalid_existing_secret_is_an_error_naming_the_field_and_is_kept() -> None:
+    api = FakeKube()
+    run_keygen(api, S)
+    data, labels = api.secrets[("ns", "rel-arkouda-ssh")]
+    data[keys.HOST_KEY] = b"broken"
+    with pytest.raises(BootstrapError, match="Secret rel-arkouda-ssh in namespace ns: field ssh_host_ed25519_key"):
+        run_keygen(api, S)
+    assert api.secrets[("ns", "rel-arkouda-ssh")][0][keys.HOST_KEY] == b"broken"
+
+
+def test_with_token_on_existing_secret_without_token_names_the_field() -> None:
+    api = FakeKube()
+    run_keygen(api, S)
+    with pytest.raises(BootstrapError, match="field token"):
+        run_keygen(api, KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", with_token=True))
+
+
+def test_rotate_replaces_keys_and_keeps_token() -> None:
+    api = FakeKube()
+    run_keygen(api, KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", with_token=True))
+    old = dict(api.secrets[("ns", "rel-arkouda-ssh")][0])
+    old[keys.HOST_KEY] = b"broken"  # rotation also repairs
+    api.secrets[("ns", "rel-arkouda-ssh")] = (old, {})
+    msg = run_keygen(api, KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", rotate=True))
+    assert msg.startswith("rotated")
+    new, labels = api.secrets[("ns", "rel-arkouda-ssh")]
+    assert new[keys.CLIENT_KEY] != old[keys.CLIENT_KEY]
+    assert new[keys.TOKEN] == old[keys.TOKEN]
+    keys.validate_secret_data(new, source="x", require_token=True)
+    assert labels["app.kubernetes.io/managed-by"] == "arkouda-bootstrap"
+
+
+def test_delete() -> None:
+    api = FakeKube()
+    run_keygen(api, S)
+    d = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", delete=True)
+    assert run_keygen(api, d) == "deleted Secret rel-arkouda-ssh in namespace ns"
+    assert run_keygen(api, d) == "Secret rel-arkouda-ssh in namespace ns already absent"
+
+
+def test_rbac_error_propagates_as_one_line() -> None:
+    api = FakeKube(fail_with={"get_secret": BootstrapError("missing RBAC: get secrets in namespace ns")})
+    with pytest.raises(BootstrapError, match="^missing RBAC: get secrets in namespace ns$"):
+        run_keygen(api, S)

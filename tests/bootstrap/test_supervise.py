@@ -1,0 +1,200 @@
+"""Supervision with real child processes: exit codes, signal forwarding, termination on a lost locale
+(the locale events come from FakeKube, the test double of the kube seam)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from arkouda_bootstrap.kube import GoneError, PodCondition
+from arkouda_bootstrap.supervise import LocaleMonitor, exit_status, lost_reason, run_supervised
+
+from fakes import FakeKube, make_pod
+
+PY = sys.executable
+REPO = Path(__file__).resolve().parents[2]
+
+
+def child_script(tmp_path: Path, body: str) -> list[str]:
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(body))
+    return [PY, str(script)]
+
+
+def test_exit_code_propagates() -> None:
+    assert run_supervised([PY, "-c", "raise SystemExit(7)"], env=os.environ).exit_code == 7
+    assert run_supervised([PY, "-c", "pass"], env=os.environ).exit_code == 0
+    killed = run_supervised([PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], env=os.environ)
+    assert killed.exit_code == 128 + signal.SIGKILL
+    assert exit_status(-15) == 143
+
+
+def test_missing_command_is_one_line() -> None:
+    from arkouda_bootstrap.errors import BootstrapError
+
+    with pytest.raises(BootstrapError, match="cannot start /nonexistent/prog"):
+        run_supervised(["/nonexistent/prog"], env=os.environ)
+
+
+HARNESS = """
+import os, sys
+from arkouda_bootstrap.supervise import run_supervised
+sys.exit(run_supervised(sys.argv[1:], env=os.environ).exit_code)
+"""
+
+TRAPPING_CHILD = """
+import signal, sys, time, pathlib
+marker = pathlib.Path(sys.argv[1])
+def handler(signum, frame):
+    marker.write_text(signal.Signals(signum).name)
+    sys.exit(40 + signum)
+signal.signal(signal.SIGTERM, handler)
+signal.signal(signal.SIGINT, handler)
+marker.write_text("ready")
+time.sleep(60)
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_are_forwarded_and_child_code_returned(tmp_path: Path, sig: signal.Signals) -> None:
+    marker = tmp_path / "marker"
+    child = child_script(tmp_path, TRAPPING_CHILD)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "bootstrap" / "src"))
+    # the harness gets its own process group so only it receives our signal (as under tini in a pod)
+    harness = subprocess.Popen([PY, "-c", HARNESS, *child, str(marker)], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while (not marker.exists() or marker.read_text() != "ready") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marker.read_text() == "ready"
+        harness.send_signal(sig)
+        assert harness.wait(timeout=30) == 40 + sig
+        assert marker.read_text() == sig.name
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+
+
+def test_lost_reasons() -> None:
+    tracked = make_pod("r-1", ip="10.0.0.2", uid="u1")
+    assert lost_reason(tracked, "MODIFIED", make_pod("r-1", ip="10.0.0.2", uid="u1")) is None
+    assert lost_reason(tracked, "DELETED", tracked) == "locale pod r-1 was deleted"
+    assert lost_reason(tracked, "LISTED", None) == "locale pod r-1 was deleted"
+    assert lost_reason(tracked, "MODIFIED", make_pod("r-1", ip="10.0.0.7", uid="u1")) == (
+        "locale pod r-1 changed IP 10.0.0.2 -> 10.0.0.7"
+    )
+    assert lost_reason(tracked, "ADDED", make_pod("r-1", ip="10.0.0.2", uid="u2")) == (
+        "locale pod r-1 was replaced (uid u1 -> u2)"
+    )
+    not_ready = make_pod(
+        "r-1", ip="10.0.0.2", uid="u1",
+        conditions=(PodCondition(type="Ready", status="False", reason="ContainersNotReady"),),
+    )
+    assert lost_reason(tracked, "MODIFIED", not_ready) == "locale pod r-1 turned NotReady (Running: ContainersNotReady)"
+    assert lost_reason(tracked, "MODIFIED", make_pod("r-1", ip="10.0.0.2", uid="u1", deleting=True)) == (
+        "locale pod r-1 is terminating"
+    )
+
+
+IGNORING_CHILD = """
+import signal, sys, time, pathlib
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+pathlib.Path(sys.argv[1]).write_text("ready")
+time.sleep(60)
+"""
+
+
+def test_lost_locale_terminates_child_with_grace_then_sigkill(tmp_path: Path) -> None:
+    locales = [make_pod("r-0", ip="10.0.0.1"), make_pod("r-1", ip="10.0.0.2")]
+    api = FakeKube(block=True)
+    for p in locales:
+        api.pods[p.name] = p
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=1)
+    marker = tmp_path / "marker"
+    reported: list[str] = []
+
+    def started(pid: int) -> None:
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        api.script(api.event("DELETED", locales[1]))
+
+    outcome = run_supervised(
+        child_script(tmp_path, IGNORING_CHILD) + [str(marker)],
+        env=os.environ,
+        monitor=monitor,
+        grace_seconds=0.5,
+        on_started=started,
+        on_lost=reported.append,
+    )
+    assert outcome.lost_reason == "locale pod r-1 was deleted"
+    assert reported == ["locale pod r-1 was deleted"]
+    assert outcome.exit_code == 128 + signal.SIGKILL  # it ignored SIGTERM, so the grace period ended in SIGKILL
+
+
+def test_lost_locale_graceful_child_gets_sigterm(tmp_path: Path) -> None:
+    locales = [make_pod("r-0", ip="10.0.0.1")]
+    api = FakeKube(block=True)
+    api.pods["r-0"] = locales[0]
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=1)
+    marker = tmp_path / "marker"
+
+    def started(pid: int) -> None:
+        deadline = time.monotonic() + 30
+        while (not marker.exists() or marker.read_text() != "ready") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        api.script(api.event("MODIFIED", make_pod("r-0", ip="10.0.0.99")))
+
+    outcome = run_supervised(
+        child_script(tmp_path, TRAPPING_CHILD) + [str(marker)], env=os.environ, monitor=monitor, grace_seconds=20,
+        on_started=started,
+    )
+    assert outcome.lost_reason == "locale pod r-0 changed IP 10.0.0.1 -> 10.0.0.99"
+    assert outcome.exit_code == 40 + signal.SIGTERM
+    assert marker.read_text() == "SIGTERM"
+
+
+def test_monitor_relists_after_410_and_sees_what_changed() -> None:
+    tracked = make_pod("r-0", ip="10.0.0.1")
+    api = FakeKube(block=True)
+    api.pods["r-0"] = tracked
+    lost: list[str] = []
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=[tracked], chunk_seconds=1)
+    monitor.start(lost.append)
+    try:
+        api.pods["r-0"] = make_pod("r-0", ip="10.0.0.1", ready=False)  # changed while the watch was "expired"
+        api.script(GoneError("too old"))
+        deadline = time.monotonic() + 10
+        while not lost and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        monitor.stop()
+    assert lost == ["locale pod r-0 turned NotReady (Running: not ready)"]
+    assert [c[0] for c in api.calls].count("list_pods") == 2
+
+
+def test_monitor_ignores_healthy_and_untracked_changes() -> None:
+    tracked = make_pod("r-0", ip="10.0.0.1")
+    api = FakeKube(block=True)
+    api.pods["r-0"] = tracked
+    lost: list[str] = []
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=[tracked], chunk_seconds=1)
+    monitor.start(lost.append)
+    try:
+        api.script(api.event("MODIFIED", tracked), api.event("DELETED", make_pod("r-7")))
+        deadline = time.monotonic() + 3
+        while api.watch_script.qsize() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+    finally:
+        monitor.stop()
+    assert api.watch_script.qsize() == 0
+    assert lost == []
