@@ -61,7 +61,7 @@ lint-charts: ## helm lint --strict + helm template of the chart with its default
 	@$(REPO_ROOT)/hack/tools/lint-charts.sh $(CHART_DIR) $(CHART_VALUES)
 
 test-charts: ## helm-unittest suites of the umbrella chart and both subcharts
-	@helm unittest --color=false --strict $(CHART_UNITTEST_FLAGS) $(CHART_DIR)
+	@helm unittest --color=false --strict --with-subchart=false $(CHART_UNITTEST_FLAGS) $(CHART_DIR) $(CHART_SUBCHARTS)
 
 update-chart-snapshots: ## Re-write the helm-unittest snapshots after an intended template change (review the diff)
-	@helm unittest --color=false --strict --update-snapshot $(CHART_DIR)
+	@helm unittest --color=false --strict --with-subchart=false --update-snapshot $(CHART_DIR) $(CHART_SUBCHARTS)
