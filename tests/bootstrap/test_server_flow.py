@@ -1,0 +1,225 @@
+"""The whole `server` path through the CLI, as a non-root user, against real unprivileged sshds: discovery
+(FakeKube, the test double of the kube seam), paramiko probe, ssh config + wrapper, launcher environment, a
+stand-in launcher (test double of amudprun: ssh-es into every host in SSH_SERVERS the way GASNet's spawner does),
+exit-code propagation, lost-locale termination, Events, and an arbitrary uid without a passwd entry."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from arkouda_bootstrap import cli, keys
+from arkouda_bootstrap.identity import find_nss_wrapper
+from arkouda_bootstrap.kube import PodCondition
+
+from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
+from fakes import FakeKube, make_pod
+from privdrop import spawn_as, wait_exit
+
+pytestmark = pytest.mark.sshd
+
+# Test double of amudprun: `-nl N` last, ssh into the first N hosts of SSH_SERVERS with GASNet's own
+# `-o 'StrictHostKeyChecking no'` appended (our wrapper must still pin the host key).
+STANDIN = r"""#!/bin/sh
+out="$ARKBS_OUT"
+eval "nl=\${$#}"
+env | grep -E '^(SSH_SERVERS|GASNET_|OMP_|ARKOUDA_SSH)' | sort > "$out.env"
+i=0
+for h in $SSH_SERVERS; do
+  [ "$i" -ge "$nl" ] && break
+  $GASNET_SSH_CMD $GASNET_SSH_OPTIONS -o 'StrictHostKeyChecking no' "$h" "echo ok $h \$(id -un)" >> "$out" 2>>"$out.err" || exit 9
+  if [ -n "$ARKBS_CHECK_MASTER" ]; then $GASNET_SSH_CMD -O check "$h" 2>> "$out.master"; fi
+  i=$((i+1))
+done
+if [ -n "$ARKBS_SLEEP" ]; then trap 'exit 0' TERM; sleep "$ARKBS_SLEEP" & wait; fi
+exit "${ARKBS_EXIT:-0}"
+"""
+
+LOCALE_IPS = {"r-arkouda-locale-0": "127.0.0.2", "r-arkouda-locale-1": "127.0.0.3"}
+
+
+def fake_cluster() -> FakeKube:
+    """locale-1 Ready, locale-0 Pending until a watch event makes it Ready (API order scrambled by the fake)."""
+    api = FakeKube(block=True)
+    api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="127.0.0.3")
+    api.pods["r-arkouda-locale-0"] = make_pod(
+        "r-arkouda-locale-0",
+        ip=None,
+        ready=False,
+        phase="Pending",
+        conditions=(PodCondition(type="PodScheduled", status="False", message="0/1 nodes are available: 1 Insufficient cpu."),),
+    )
+    api.script(api.event("MODIFIED", make_pod("r-arkouda-locale-0", ip="127.0.0.2")))
+    return api
+
+
+def run_server_as(
+    *,
+    uid: int,
+    gid: int,
+    api: FakeKube,
+    base: Path,
+    secret_dir: Path,
+    port: int,
+    extra_argv: list[str] = (),  # type: ignore[assignment]
+    env: dict[str, str] | None = None,
+) -> tuple[int, str, list[dict[str, str]]]:
+    state = base / "server-state"
+    state.mkdir()
+    os.chown(state, uid, gid)
+    standin = base / "bin" / "arkouda_server"
+    standin.parent.mkdir(exist_ok=True)
+    standin.write_text(STANDIN)
+    standin.chmod(0o755)
+    out = base / "out"
+    out.mkdir()
+    os.chown(out, uid, gid)
+    events_file = out / "events.json"
+    argv = [
+        "server", "--num-locales", "3", "--pod-name", "r-arkouda-server-0", "--pod-ip", "127.0.0.1",
+        "--port", str(port), "--secret-dir", str(secret_dir), "--state-dir", str(state),
+        "--probe-attempts", "3", "--connect-timeout", "5", *extra_argv, "--", str(standin), "--ServerPort=5555",
+    ]
+    child_env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/nonexistent",
+        "POD_NAMESPACE": "ns",
+        "ARKOUDA_LOCALE_SELECTOR": "app.kubernetes.io/instance=r,app.kubernetes.io/component=locale",
+        "ARKBS_OUT": str(out / "ran"),
+        **(env or {}),
+    }
+
+    def body() -> int:
+        code = cli.main(argv, environ=os.environ, api_factory=lambda: api)
+        events_file.write_text(json.dumps([{"reason": e.reason, "type": e.type, "message": e.message} for e in api.created_events]))
+        return code
+
+    log = base / "server.log"
+    code = wait_exit(spawn_as(uid=uid, gid=gid, env=child_env, log_path=log, fn=body))
+    events = json.loads(events_file.read_text()) if events_file.exists() else []
+    return code, log.read_text(), events
+
+
+@pytest.fixture
+def cluster(test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]) -> tuple[Path, int]:
+    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
+    port = free_port()
+    # one real sshd answers for all three "pods" (127.0.0.1-3 on loopback); it runs what `locale` prepared
+    sshds.append(
+        start_locale(uid=test_user.pw_uid, gid=test_user.pw_gid, secret_dir=secret_dir, state_dir=shared_dir / "locale-state", port=port)
+    )
+    return secret_dir, port
+
+
+def test_server_launches_standin_over_real_ssh_as_non_root(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    secret_dir, port = cluster
+    code, log, events = run_server_as(
+        uid=test_user.pw_uid, gid=test_user.pw_gid, api=fake_cluster(), base=shared_dir, secret_dir=secret_dir,
+        port=port, env={"ARKBS_EXIT": "0"},
+    )
+    assert code == 0, log
+    lines = log.splitlines()
+    assert "1/2 locales ready; waiting for r-arkouda-locale-0 (Pending: 0/1 nodes are available: 1 Insufficient cpu)" in lines
+    assert "2/2 locales ready" in lines
+    ran = (shared_dir / "out" / "ran").read_text().splitlines()
+    # own IP first, then locales by ordinal; the login user is our (non-root) user on every host
+    assert ran == [f"ok 127.0.0.1 {test_user.pw_name}", f"ok 127.0.0.2 {test_user.pw_name}", f"ok 127.0.0.3 {test_user.pw_name}"]
+    env = dict(line.split("=", 1) for line in (shared_dir / "out" / "ran.env").read_text().splitlines())
+    assert env["SSH_SERVERS"] == "127.0.0.1 127.0.0.2 127.0.0.3"
+    assert env["GASNET_MASTERIP"] == "127.0.0.1"
+    assert env["GASNET_SPAWNFN"] == "S"
+    assert env["GASNET_SSH_REMOTE_PATH"] == str(shared_dir / "bin")
+    assert [e["reason"] for e in events] == ["LocalesReady", "Launched"]
+    assert "-nl 3" in events[1]["message"]
+
+
+def test_server_propagates_exit_code(test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]) -> None:
+    secret_dir, port = cluster
+    code, log, _ = run_server_as(
+        uid=test_user.pw_uid, gid=test_user.pw_gid, api=fake_cluster(), base=shared_dir, secret_dir=secret_dir,
+        port=port, env={"ARKBS_EXIT": "5"},
+    )
+    assert code == 5, log
+
+
+def test_server_terminates_program_when_a_locale_is_lost(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    secret_dir, port = cluster
+    api = fake_cluster()
+    # after discovery has returned, the monitor sees locale-1 deleted
+    api.script(api.event("DELETED", make_pod("r-arkouda-locale-1", ip="127.0.0.3")))
+    code, log, events = run_server_as(
+        uid=test_user.pw_uid, gid=test_user.pw_gid, api=api, base=shared_dir, secret_dir=secret_dir,
+        port=port, env={"ARKBS_SLEEP": "60"},
+    )
+    assert code == 4, log
+    assert "arkouda-bootstrap: error: locale pod r-arkouda-locale-1 was deleted; stopped the program" in log
+    assert [e["reason"] for e in events][-1] == "LocaleLost"
+    assert events[-1]["type"] == "Warning"
+
+
+def test_server_probe_failure_names_host_and_pod(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    _, port = cluster
+    other = write_secret_dir(shared_dir / "other-secret", keys.build_secret_data(release="other", with_token=False))
+    code, log, events = run_server_as(
+        uid=test_user.pw_uid, gid=test_user.pw_gid, api=fake_cluster(), base=shared_dir, secret_dir=other, port=port,
+    )
+    assert code == 1, log
+    error = [line for line in log.splitlines() if line.startswith("arkouda-bootstrap: error:")]
+    assert len(error) == 1
+    assert "ssh probe of 127.0.0.1 (pod r-arkouda-server-0) failed: host key mismatch" in error[0]
+    assert "Traceback" not in log
+    assert [e["reason"] for e in events] == ["LocalesReady", "ProbeFailed"]
+    assert not (shared_dir / "out" / "ran").exists()
+
+
+def test_server_prewarm_reuses_masters_and_closes_them(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    secret_dir, port = cluster
+    code, log, _ = run_server_as(
+        uid=test_user.pw_uid, gid=test_user.pw_gid, api=fake_cluster(), base=shared_dir, secret_dir=secret_dir,
+        port=port, extra_argv=["--prewarm"], env={"ARKBS_CHECK_MASTER": "1"},
+    )
+    assert code == 0, log
+    assert (shared_dir / "out" / "ran.master").read_text().count("Master running") == 3
+    assert list((shared_dir / "server-state" / "cm").iterdir()) == []  # masters closed after the program exited
+
+
+ARBITRARY_UID = 1000690000
+
+
+def test_arbitrary_uid_without_passwd_entry(shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]) -> None:
+    """OpenShift-style: a uid with no passwd entry runs both sshd (locale) and the server; nss_wrapper makes
+    the uid resolvable as `arkouda`."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run as an arbitrary uid (CI runs as root)")
+    assert find_nss_wrapper() is not None, "libnss_wrapper missing: run `make deps` (hack/apt-packages.txt)"
+    with pytest.raises(KeyError):
+        pwd.getpwuid(ARBITRARY_UID)
+    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
+    port = free_port()
+    sshds.append(
+        start_locale(
+            uid=ARBITRARY_UID, gid=0, secret_dir=secret_dir, state_dir=shared_dir / "locale-state", port=port,
+            env={"HOME": "/"}, user="arkouda",
+        )
+    )
+    assert (shared_dir / "locale-state" / "nss" / "passwd").read_text().startswith(f"arkouda:*:{ARBITRARY_UID}:0:")
+    code, log, _ = run_server_as(
+        uid=ARBITRARY_UID, gid=0, api=fake_cluster(), base=shared_dir, secret_dir=secret_dir, port=port,
+    )
+    assert code == 0, log
+    ran = (shared_dir / "out" / "ran").read_text().splitlines()
+    assert ran == ["ok 127.0.0.1 arkouda", "ok 127.0.0.2 arkouda", "ok 127.0.0.3 arkouda"]
+    _ = asdict
