@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -15,11 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from arkouda_bootstrap import cli, keys
-from arkouda_bootstrap.probe import tcp_probe
 from arkouda_bootstrap.config import ProbeSettings
-
+from arkouda_bootstrap.probe import tcp_probe
 from privdrop import spawn_as
 
 TEST_USER = "arkbs-test"
@@ -98,10 +97,8 @@ class LocaleSshd:
     def stop(self) -> None:
         if self.exited is not None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         _, status = os.waitpid(self.pid, 0)
         self.exited = status
 

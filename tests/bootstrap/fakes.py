@@ -128,9 +128,7 @@ class FakeKube:
         found = self.secrets.get((namespace, name))
         return dict(found[0]) if found else None
 
-    def create_secret(
-        self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]
-    ) -> None:
+    def create_secret(self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> None:
         self._check("create_secret", name)
         if (namespace, name) in self.secrets:
             raise BootstrapError("conflict")

@@ -8,12 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from arkouda_bootstrap import cli
 from arkouda_bootstrap.config import Launcher
 from arkouda_bootstrap.errors import EXIT_USAGE, UsageError
 from arkouda_bootstrap.kube import KubeApi
-
 from fakes import FakeKube
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +46,9 @@ def test_server_from_env_with_defaults() -> None:
 
 
 def test_flags_win_over_env_and_command_flags_are_not_ours() -> None:
-    env = dict(SERVER_ENV, ARKOUDA_SSH_PORT="2000", ARKOUDA_LAUNCHER="mpi", ARKOUDA_SSH_PREWARM="true", OMP_NUM_THREADS="2")
+    env = dict(
+        SERVER_ENV, ARKOUDA_SSH_PORT="2000", ARKOUDA_LAUNCHER="mpi", ARKOUDA_SSH_PREWARM="true", OMP_NUM_THREADS="2"
+    )
     s = server(["--port", "3000", "--no-supervise", "--", "mpirun", "--port", "9"], env)
     assert s.port == 3000
     assert s.launcher is Launcher.MPI
@@ -67,7 +67,11 @@ def test_flags_win_over_env_and_command_flags_are_not_ours() -> None:
         ({"ARKOUDA_SSH_PORT": "70000"}, [], "--port (ARKOUDA_SSH_PORT): 70000 is greater than 65535"),
         ({"ARKOUDA_LAUNCHER": "slurm"}, [], "--launcher (ARKOUDA_LAUNCHER): 'slurm' is not one of arkouda, mpi, none"),
         ({"ARKOUDA_WAIT_TIMEOUT": "-1"}, [], "--timeout (ARKOUDA_WAIT_TIMEOUT): '-1' must be greater than 0"),
-        ({"ARKOUDA_LOCALE_SELECTOR": "locale"}, [], "--selector (ARKOUDA_LOCALE_SELECTOR): 'locale' is not a label selector"),
+        (
+            {"ARKOUDA_LOCALE_SELECTOR": "locale"},
+            [],
+            "--selector (ARKOUDA_LOCALE_SELECTOR): 'locale' is not a label selector",
+        ),
         ({"ARKOUDA_SSH_KEX": "curve25519 sha256;"}, [], "--kex-algorithms (ARKOUDA_SSH_KEX)"),
         ({"ARKOUDA_SSH_PREWARM": "maybe"}, [], "--prewarm (ARKOUDA_SSH_PREWARM): 'maybe' is not a boolean"),
         ({"OMP_NUM_THREADS": "0"}, [], "--omp-threads (OMP_NUM_THREADS): 0 is less than 1"),
@@ -80,7 +84,9 @@ def test_bad_server_input_names_flag_and_env(env: dict[str, str], argv: list[str
     assert "\n" not in str(err.value)
 
 
-def run_main(argv: list[str], environ: dict[str, str], capsys: pytest.CaptureFixture[str], api: KubeApi | None = None) -> tuple[int, str, str]:
+def run_main(
+    argv: list[str], environ: dict[str, str], capsys: pytest.CaptureFixture[str], api: KubeApi | None = None
+) -> tuple[int, str, str]:
     code = cli.main(argv, environ=environ, api_factory=lambda: api or FakeKube())
     out, err = capsys.readouterr()
     return code, out, err
@@ -89,7 +95,10 @@ def run_main(argv: list[str], environ: dict[str, str], capsys: pytest.CaptureFix
 def test_main_errors_are_one_line_with_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(["server"], {}, capsys)
     assert code == EXIT_USAGE
-    assert err == "arkouda-bootstrap: error: missing --num-locales (ARKOUDA_NUM_LOCALES): number of locales incl. this server (>= 1)\n"
+    assert (
+        err == "arkouda-bootstrap: error: missing --num-locales (ARKOUDA_NUM_LOCALES): "
+        "number of locales incl. this server (>= 1)\n"
+    )
     code, _, err = run_main(["server", "--bogus"], {}, capsys)
     assert (code, err) == (EXIT_USAGE, "arkouda-bootstrap: error: unrecognized arguments: --bogus\n")
     code, _, err = run_main([], {}, capsys)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-
 from arkouda_bootstrap.discovery import (
     WaitTimeoutError,
     evaluate,
@@ -16,11 +15,15 @@ from arkouda_bootstrap.discovery import (
 )
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
 from arkouda_bootstrap.kube import ContainerState, EventInfo, GoneError, PodCondition
-
 from fakes import END, FakeKube, make_pod
 
 UNSCHEDULABLE = (
-    PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message="0/3 nodes are available: 3 Insufficient cpu."),
+    PodCondition(
+        type="PodScheduled",
+        status="False",
+        reason="Unschedulable",
+        message="0/3 nodes are available: 3 Insufficient cpu.",
+    ),
 )
 
 
@@ -65,7 +68,11 @@ def test_progress_line_matches_issue_example() -> None:
     assert not progress.done
     assert len(ready) == 6
     # 3/7 with the others not created yet: the issue's example line, plus the missing pods by name
-    few = {k: v for k, v in pods.items() if k in {"arkouda-locale-0", "arkouda-locale-1", "arkouda-locale-2", "arkouda-locale-4"}}
+    few = {
+        k: v
+        for k, v in pods.items()
+        if k in {"arkouda-locale-0", "arkouda-locale-1", "arkouda-locale-2", "arkouda-locale-4"}
+    }
     progress, _ = evaluate(few, expected=7)
     assert progress.line == (
         "3/7 locales ready; waiting for arkouda-locale-4 (Pending: 0/3 nodes are available: 3 Insufficient cpu), "
@@ -91,25 +98,41 @@ def test_reasons_from_container_states_and_events() -> None:
         containers=(ContainerState(name="sshd", state="waiting", reason="CrashLoopBackOff", message="back-off 10s"),),
     )
     assert pod_reason(crash) == "Running: sshd: CrashLoopBackOff: back-off 10s"
-    creating = make_pod("p-2", ready=False, phase="Pending", ip=None,
-                        containers=(ContainerState(name="sshd", state="waiting", reason="ContainerCreating"),))
+    creating = make_pod(
+        "p-2",
+        ready=False,
+        phase="Pending",
+        ip=None,
+        containers=(ContainerState(name="sshd", state="waiting", reason="ContainerCreating"),),
+    )
     events = [
-        EventInfo(type="Warning", reason="FailedMount", message="old", last_seen=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)),
-        EventInfo(type="Warning", reason="FailedMount", message='secret "x" not found', last_seen=dt.datetime(2026, 1, 2, tzinfo=dt.UTC)),
+        EventInfo(
+            type="Warning", reason="FailedMount", message="old", last_seen=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        ),
+        EventInfo(
+            type="Warning",
+            reason="FailedMount",
+            message='secret "x" not found',
+            last_seen=dt.datetime(2026, 1, 2, tzinfo=dt.UTC),
+        ),
         EventInfo(type="Normal", reason="Scheduled", message="ok"),
     ]
     assert pod_reason(creating, events) == 'Pending: FailedMount: secret "x" not found'
     assert pod_reason(creating) == "Pending: sshd: ContainerCreating"
     not_ready = make_pod("p-3", ready=False, containers=(ContainerState(name="sshd", state="running", ready=False),))
     assert pod_reason(not_ready) == "Running: not ready: sshd"
-    term = make_pod("p-4", ready=False, containers=(ContainerState(name="sshd", state="terminated", reason="Error", exit_code=2),))
+    term = make_pod(
+        "p-4", ready=False, containers=(ContainerState(name="sshd", state="terminated", reason="Error", exit_code=2),)
+    )
     assert pod_reason(term) == "Running: sshd: Error (exit 2)"
 
 
 def test_list_then_watch_from_resource_version_until_ready() -> None:
     api = FakeKube(list_rv=100)
     api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="10.0.0.2")
-    api.pods["r-arkouda-locale-0"] = make_pod("r-arkouda-locale-0", ip=None, ready=False, phase="Pending", conditions=UNSCHEDULABLE)
+    api.pods["r-arkouda-locale-0"] = make_pod(
+        "r-arkouda-locale-0", ip=None, ready=False, phase="Pending", conditions=UNSCHEDULABLE
+    )
     api.script(api.event("MODIFIED", make_pod("r-arkouda-locale-0", ip="10.0.0.1")))
     lines: list[str] = []
     pods = wait_for_locales(api, namespace="ns", selector="s=1", expected=2, timeout=60, report=lines.append)
@@ -172,7 +195,14 @@ def test_deadline_raises_with_last_progress_and_uses_bounded_watches() -> None:
     lines: list[str] = []
     with pytest.raises(WaitTimeoutError) as err:
         wait_for_locales(
-            api, namespace="ns", selector="s=1", expected=2, timeout=25, report=lines.append, clock=clock, chunk_seconds=10
+            api,
+            namespace="ns",
+            selector="s=1",
+            expected=2,
+            timeout=25,
+            report=lines.append,
+            clock=clock,
+            chunk_seconds=10,
         )
     assert err.value.exit_code == EXIT_TIMEOUT
     assert str(err.value) == (
@@ -191,7 +221,10 @@ def test_events_reason_shown_and_events_forbidden_is_not_fatal() -> None:
     with pytest.raises(WaitTimeoutError):
         wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=1, report=lines.append, clock=clock)
     assert lines[0] == "0/1 locales ready; waiting for r-0 (Pending: FailedMount: no secret)"
-    api2 = FakeKube(on_idle_watch=clock.advance, fail_with={"list_pod_events": BootstrapError("missing RBAC: list events in namespace ns")})
+    api2 = FakeKube(
+        on_idle_watch=clock.advance,
+        fail_with={"list_pod_events": BootstrapError("missing RBAC: list events in namespace ns")},
+    )
     api2.pods["r-0"] = make_pod("r-0", ready=False, phase="Pending", ip=None)
     with pytest.raises(WaitTimeoutError):
         wait_for_locales(api2, namespace="ns", selector="s=1", expected=1, timeout=1, report=lines.append, clock=clock)

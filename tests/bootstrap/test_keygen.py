@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from arkouda_bootstrap import keys
 from arkouda_bootstrap.config import KeygenSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.keygen import run_keygen
-
 from fakes import FakeKube
 
 S = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel")
@@ -29,13 +27,15 @@ def test_second_run_changes_nothing() -> None:
     before = api.secrets[("ns", "rel-arkouda-ssh")]
     assert "unchanged" in run_keygen(api, S)
     assert api.secrets[("ns", "rel-arkouda-ssh")] == before
-    assert [c for c in api.calls if c[0] in ("create_secret", "replace_secret")] == [("create_secret", "rel-arkouda-ssh")]
+    assert [c for c in api.calls if c[0] in ("create_secret", "replace_secret")] == [
+        ("create_secret", "rel-arkouda-ssh")
+    ]
 
 
 def test_invalid_existing_secret_is_an_error_naming_the_field_and_is_kept() -> None:
     api = FakeKube()
     run_keygen(api, S)
-    data, labels = api.secrets[("ns", "rel-arkouda-ssh")]
+    data, _labels = api.secrets[("ns", "rel-arkouda-ssh")]
     data[keys.HOST_KEY] = b"broken"
     with pytest.raises(BootstrapError, match="Secret rel-arkouda-ssh in namespace ns: field ssh_host_ed25519_key"):
         run_keygen(api, S)

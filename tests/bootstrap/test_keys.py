@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-
 from arkouda_bootstrap import keys
 from arkouda_bootstrap.errors import BootstrapError
+from cryptography.hazmat.primitives import serialization
 
 
 def test_generated_secret_has_the_contract_fields_and_is_valid() -> None:

@@ -6,9 +6,6 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube import (
     GoneError,
@@ -18,6 +15,8 @@ from arkouda_bootstrap.kube import (
     resolve_namespace,
     translate_api_error,
 )
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 
 def v1pod() -> Any:
@@ -127,7 +126,11 @@ def test_real_seam_404_secret_is_none_and_410_watch_is_gone() -> None:
     assert KubernetesApi(ForbiddenCore(404)).get_secret(namespace="ns", name="s") is None
     assert KubernetesApi(ForbiddenCore(404)).delete_secret(namespace="ns", name="s") is False
     with pytest.raises(GoneError):
-        list(KubernetesApi(ForbiddenCore(410)).watch_pods(namespace="ns", selector="a=b", resource_version="1", timeout_seconds=1))
+        list(
+            KubernetesApi(ForbiddenCore(410)).watch_pods(
+                namespace="ns", selector="a=b", resource_version="1", timeout_seconds=1
+            )
+        )
 
 
 def test_resolve_namespace(tmp_path: Any) -> None:

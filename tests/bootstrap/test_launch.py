@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from arkouda_bootstrap.config import Launcher
 from arkouda_bootstrap.errors import UsageError
 from arkouda_bootstrap.launch import build_plan, render_hostfile, write_files
@@ -79,8 +78,14 @@ def test_none_only_environment_and_files() -> None:
 def test_render_and_write_hostfile(tmp_path: Path) -> None:
     assert render_hostfile(["a", "b"], slots=3) == "a slots=3\nb slots=3\n"
     p = build_plan(
-        launcher=Launcher.NONE, command=[], hosts=["h"], own_ip="h", num_locales=1, state_dir=tmp_path,
-        ssh_config=tmp_path / "c", ssh_wrapper=tmp_path / "w",
+        launcher=Launcher.NONE,
+        command=[],
+        hosts=["h"],
+        own_ip="h",
+        num_locales=1,
+        state_dir=tmp_path,
+        ssh_config=tmp_path / "c",
+        ssh_wrapper=tmp_path / "w",
     )
     write_files(p)
     assert (tmp_path / "hostfile").read_text() == "h slots=1\n"

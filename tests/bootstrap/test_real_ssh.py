@@ -12,12 +12,10 @@ from pathlib import Path
 
 import paramiko
 import pytest
-
 from arkouda_bootstrap import keys, ssh
 from arkouda_bootstrap.config import SshTuning
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.sshd import KeyPaths
-
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
 
 pytestmark = pytest.mark.sshd
@@ -69,7 +67,9 @@ def test_locale_writes_strict_sshd_config_accepted_by_sshd_t(locale_sshd: Locale
     # sshd itself was exec'ed: the child pid is now sshd, running as the test user
     comm = Path(f"/proc/{locale_sshd.pid}/comm").read_text().strip()
     assert comm == "sshd"
-    assert Path(f"/proc/{locale_sshd.pid}/status").read_text().count(f"\t{pwd.getpwnam(locale_sshd.user).pw_uid}\t") >= 1
+    assert (
+        Path(f"/proc/{locale_sshd.pid}/status").read_text().count(f"\t{pwd.getpwnam(locale_sshd.user).pw_uid}\t") >= 1
+    )
 
 
 def test_probe_succeeds_with_pinned_key(

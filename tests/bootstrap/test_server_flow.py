@@ -12,11 +12,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-
 from arkouda_bootstrap import cli, keys
 from arkouda_bootstrap.identity import find_nss_wrapper
 from arkouda_bootstrap.kube import PodCondition
-
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
 from fakes import FakeKube, make_pod
 from privdrop import spawn_as, wait_exit
@@ -32,7 +30,8 @@ env | grep -E '^(SSH_SERVERS|GASNET_|OMP_|ARKOUDA_SSH)' | sort > "$out.env"
 i=0
 for h in $SSH_SERVERS; do
   [ "$i" -ge "$nl" ] && break
-  $GASNET_SSH_CMD $GASNET_SSH_OPTIONS -o 'StrictHostKeyChecking no' "$h" "echo ok $h \$(id -un)" >> "$out" 2>>"$out.err" || exit 9
+  $GASNET_SSH_CMD $GASNET_SSH_OPTIONS -o 'StrictHostKeyChecking no' "$h" "echo ok $h \$(id -un)" \
+    >> "$out" 2>>"$out.err" || exit 9
   if [ -n "$ARKBS_CHECK_MASTER" ]; then $GASNET_SSH_CMD -O check "$h" 2>> "$out.master"; fi
   i=$((i+1))
 done
@@ -52,7 +51,9 @@ def fake_cluster() -> FakeKube:
         ip=None,
         ready=False,
         phase="Pending",
-        conditions=(PodCondition(type="PodScheduled", status="False", message="0/1 nodes are available: 1 Insufficient cpu."),),
+        conditions=(
+            PodCondition(type="PodScheduled", status="False", message="0/1 nodes are available: 1 Insufficient cpu."),
+        ),
     )
     api.script(api.event("MODIFIED", make_pod("r-arkouda-locale-0", ip="127.0.0.2")))
     return api
@@ -81,9 +82,27 @@ def run_server_as(
     os.chown(out, uid, gid)
     events_file = out / "events.json"
     argv = [
-        "server", "--num-locales", "3", "--pod-name", "r-arkouda-server-0", "--pod-ip", "127.0.0.1",
-        "--port", str(port), "--secret-dir", str(secret_dir), "--state-dir", str(state),
-        "--probe-attempts", "3", "--connect-timeout", "5", *extra_argv, "--", str(standin), "--ServerPort=5555",
+        "server",
+        "--num-locales",
+        "3",
+        "--pod-name",
+        "r-arkouda-server-0",
+        "--pod-ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--secret-dir",
+        str(secret_dir),
+        "--state-dir",
+        str(state),
+        "--probe-attempts",
+        "3",
+        "--connect-timeout",
+        "5",
+        *extra_argv,
+        "--",
+        str(standin),
+        "--ServerPort=5555",
     ]
     child_env = {
         "PATH": "/usr/bin:/bin",
@@ -96,7 +115,9 @@ def run_server_as(
 
     def body() -> int:
         code = cli.main(argv, environ=os.environ, api_factory=lambda: api)
-        events_file.write_text(json.dumps([{"reason": e.reason, "type": e.type, "message": e.message} for e in api.created_events]))
+        events_file.write_text(
+            json.dumps([{"reason": e.reason, "type": e.type, "message": e.message} for e in api.created_events])
+        )
         return code
 
     log = base / "server.log"
@@ -106,12 +127,20 @@ def run_server_as(
 
 
 @pytest.fixture
-def cluster(test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]) -> tuple[Path, int]:
+def cluster(
+    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
+) -> tuple[Path, int]:
     secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
     port = free_port()
     # one real sshd answers for all three "pods" (127.0.0.1-3 on loopback); it runs what `locale` prepared
     sshds.append(
-        start_locale(uid=test_user.pw_uid, gid=test_user.pw_gid, secret_dir=secret_dir, state_dir=shared_dir / "locale-state", port=port)
+        start_locale(
+            uid=test_user.pw_uid,
+            gid=test_user.pw_gid,
+            secret_dir=secret_dir,
+            state_dir=shared_dir / "locale-state",
+            port=port,
+        )
     )
     return secret_dir, port
 
@@ -121,16 +150,28 @@ def test_server_launches_standin_over_real_ssh_as_non_root(
 ) -> None:
     secret_dir, port = cluster
     code, log, events = run_server_as(
-        uid=test_user.pw_uid, gid=test_user.pw_gid, api=fake_cluster(), base=shared_dir, secret_dir=secret_dir,
-        port=port, env={"ARKBS_EXIT": "0"},
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=fake_cluster(),
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
+        env={"ARKBS_EXIT": "0"},
     )
     assert code == 0, log
     lines = log.splitlines()
-    assert "1/2 locales ready; waiting for r-arkouda-locale-0 (Pending: 0/1 nodes are available: 1 Insufficient cpu)" in lines
+    assert (
+        "1/2 locales ready; waiting for r-arkouda-locale-0 (Pending: 0/1 nodes are available: 1 Insufficient cpu)"
+        in lines
+    )
     assert "2/2 locales ready" in lines
     ran = (shared_dir / "out" / "ran").read_text().splitlines()
     # own IP first, then locales by ordinal; the login user is our (non-root) user on every host
-    assert ran == [f"ok 127.0.0.1 {test_user.pw_name}", f"ok 127.0.0.2 {test_user.pw_name}", f"ok 127.0.0.3 {test_user.pw_name}"]
+    assert ran == [
+        f"ok 127.0.0.1 {test_user.pw_name}",
+        f"ok 127.0.0.2 {test_user.pw_name}",
+        f"ok 127.0.0.3 {test_user.pw_name}",
+    ]
     env = dict(line.split("=", 1) for line in (shared_dir / "out" / "ran.env").read_text().splitlines())
     assert env["SSH_SERVERS"] == "127.0.0.1 127.0.0.2 127.0.0.3"
     assert env["GASNET_MASTERIP"] == "127.0.0.1"
@@ -143,8 +184,13 @@ def test_server_launches_standin_over_real_ssh_as_non_root(
 def test_server_propagates_exit_code(test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]) -> None:
     secret_dir, port = cluster
     code, log, _ = run_server_as(
-        uid=test_user.pw_uid, gid=test_user.pw_gid, api=fake_cluster(), base=shared_dir, secret_dir=secret_dir,
-        port=port, env={"ARKBS_EXIT": "5"},
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=fake_cluster(),
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
+        env={"ARKBS_EXIT": "5"},
     )
     assert code == 5, log
 
@@ -157,8 +203,13 @@ def test_server_terminates_program_when_a_locale_is_lost(
     # after discovery has returned, the monitor sees locale-1 deleted
     api.script(api.event("DELETED", make_pod("r-arkouda-locale-1", ip="127.0.0.3")))
     code, log, events = run_server_as(
-        uid=test_user.pw_uid, gid=test_user.pw_gid, api=api, base=shared_dir, secret_dir=secret_dir,
-        port=port, env={"ARKBS_SLEEP": "60"},
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=api,
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
+        env={"ARKBS_SLEEP": "60"},
     )
     assert code == 4, log
     assert "arkouda-bootstrap: error: locale pod r-arkouda-locale-1 was deleted; stopped the program" in log
@@ -172,7 +223,12 @@ def test_server_probe_failure_names_host_and_pod(
     _, port = cluster
     other = write_secret_dir(shared_dir / "other-secret", keys.build_secret_data(release="other", with_token=False))
     code, log, events = run_server_as(
-        uid=test_user.pw_uid, gid=test_user.pw_gid, api=fake_cluster(), base=shared_dir, secret_dir=other, port=port,
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=fake_cluster(),
+        base=shared_dir,
+        secret_dir=other,
+        port=port,
     )
     assert code == 1, log
     error = [line for line in log.splitlines() if line.startswith("arkouda-bootstrap: error:")]
@@ -188,8 +244,14 @@ def test_server_prewarm_reuses_masters_and_closes_them(
 ) -> None:
     secret_dir, port = cluster
     code, log, _ = run_server_as(
-        uid=test_user.pw_uid, gid=test_user.pw_gid, api=fake_cluster(), base=shared_dir, secret_dir=secret_dir,
-        port=port, extra_argv=["--prewarm"], env={"ARKBS_CHECK_MASTER": "1"},
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=fake_cluster(),
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
+        extra_argv=["--prewarm"],
+        env={"ARKBS_CHECK_MASTER": "1"},
     )
     assert code == 0, log
     assert (shared_dir / "out" / "ran.master").read_text().count("Master running") == 3
@@ -199,7 +261,9 @@ def test_server_prewarm_reuses_masters_and_closes_them(
 ARBITRARY_UID = 1000690000
 
 
-def test_arbitrary_uid_without_passwd_entry(shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]) -> None:
+def test_arbitrary_uid_without_passwd_entry(
+    shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
+) -> None:
     """OpenShift-style: a uid with no passwd entry runs both sshd (locale) and the server; nss_wrapper makes
     the uid resolvable as `arkouda`."""
     if os.geteuid() != 0:
@@ -211,13 +275,23 @@ def test_arbitrary_uid_without_passwd_entry(shared_dir: Path, secret_data: dict[
     port = free_port()
     sshds.append(
         start_locale(
-            uid=ARBITRARY_UID, gid=0, secret_dir=secret_dir, state_dir=shared_dir / "locale-state", port=port,
-            env={"HOME": "/"}, user="arkouda",
+            uid=ARBITRARY_UID,
+            gid=0,
+            secret_dir=secret_dir,
+            state_dir=shared_dir / "locale-state",
+            port=port,
+            env={"HOME": "/"},
+            user="arkouda",
         )
     )
     assert (shared_dir / "locale-state" / "nss" / "passwd").read_text().startswith(f"arkouda:*:{ARBITRARY_UID}:0:")
     code, log, _ = run_server_as(
-        uid=ARBITRARY_UID, gid=0, api=fake_cluster(), base=shared_dir, secret_dir=secret_dir, port=port,
+        uid=ARBITRARY_UID,
+        gid=0,
+        api=fake_cluster(),
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
     )
     assert code == 0, log
     ran = (shared_dir / "out" / "ran").read_text().splitlines()

@@ -7,11 +7,9 @@ import pwd
 from pathlib import Path
 
 import pytest
-
 from arkouda_bootstrap import identity, keys, ssh, sshd
 from arkouda_bootstrap.config import SshTuning
 from arkouda_bootstrap.errors import BootstrapError
-
 from conftest import write_secret_dir
 
 
@@ -69,8 +67,14 @@ def test_client_config_pins_and_tunes(tmp_path: Path) -> None:
         assert expected in text.splitlines()
     assert "ControlPath" not in text
     warm = ssh.render_client_config(
-        user="a", port=1, identity_file=tmp_path, known_hosts=tmp_path, tuning=SshTuning(), connect_timeout=1,
-        control_dir=tmp_path / "cm", control_persist=120,
+        user="a",
+        port=1,
+        identity_file=tmp_path,
+        known_hosts=tmp_path,
+        tuning=SshTuning(),
+        connect_timeout=1,
+        control_dir=tmp_path / "cm",
+        control_persist=120,
     )
     assert f"  ControlPath {tmp_path}/cm/%C" in warm.splitlines()
     assert "  ControlPersist 120" in warm.splitlines()
@@ -81,7 +85,9 @@ def test_wrapper_puts_our_options_first() -> None:
     text = ssh.render_wrapper(ssh="/usr/bin/ssh", config=Path("/run/a b/ssh_config"), env={"LD_PRELOAD": "x.so"})
     assert text.startswith("#!/bin/sh\n")
     assert "export LD_PRELOAD=x.so\n" in text
-    assert text.rstrip().endswith("""exec /usr/bin/ssh -F '/run/a b/ssh_config' -o StrictHostKeyChecking=yes -o BatchMode=yes "$@\"""")
+    assert text.rstrip().endswith(
+        """exec /usr/bin/ssh -F '/run/a b/ssh_config' -o StrictHostKeyChecking=yes -o BatchMode=yes "$@\""""
+    )
 
 
 def test_strict_modes_violation(tmp_path: Path) -> None:

@@ -12,10 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from arkouda_bootstrap.kube import GoneError, PodCondition
 from arkouda_bootstrap.supervise import LocaleMonitor, exit_status, lost_reason, run_supervised
-
 from fakes import FakeKube, make_pod
 
 PY = sys.executable
@@ -95,7 +93,9 @@ def test_lost_reasons() -> None:
         "locale pod r-1 was replaced (uid u1 -> u2)"
     )
     not_ready = make_pod(
-        "r-1", ip="10.0.0.2", uid="u1",
+        "r-1",
+        ip="10.0.0.2",
+        uid="u1",
         conditions=(PodCondition(type="Ready", status="False", reason="ContainersNotReady"),),
     )
     assert lost_reason(tracked, "MODIFIED", not_ready) == "locale pod r-1 turned NotReady (Running: ContainersNotReady)"
@@ -128,7 +128,7 @@ def test_lost_locale_terminates_child_with_grace_then_sigkill(tmp_path: Path) ->
         api.script(api.event("DELETED", locales[1]))
 
     outcome = run_supervised(
-        child_script(tmp_path, IGNORING_CHILD) + [str(marker)],
+        [*child_script(tmp_path, IGNORING_CHILD), str(marker)],
         env=os.environ,
         monitor=monitor,
         grace_seconds=0.5,
@@ -154,7 +154,10 @@ def test_lost_locale_graceful_child_gets_sigterm(tmp_path: Path) -> None:
         api.script(api.event("MODIFIED", make_pod("r-0", ip="10.0.0.99")))
 
     outcome = run_supervised(
-        child_script(tmp_path, TRAPPING_CHILD) + [str(marker)], env=os.environ, monitor=monitor, grace_seconds=20,
+        [*child_script(tmp_path, TRAPPING_CHILD), str(marker)],
+        env=os.environ,
+        monitor=monitor,
+        grace_seconds=20,
         on_started=started,
     )
     assert outcome.lost_reason == "locale pod r-0 changed IP 10.0.0.1 -> 10.0.0.99"
