@@ -2,8 +2,8 @@
 # Lints the arkouda chart (make lint-charts): `helm lint --strict` (subcharts included) and `helm template` with
 # the default values and with every override file given, plus two consistency checks helm cannot do:
 # the appVersion of all three Chart.yaml equals IMAGE_TAG (hack/versions.env; the image tag the chart defaults
-# to), and the `global` section of the three values.schema.json is identical (Helm hands the umbrella's global
-# values to each subchart, whose strict schema must accept exactly the same keys).
+# to), and the `global` section of the three values.schema.json and values.yaml is identical (Helm hands the
+# umbrella's global values to each subchart, whose strict schema must accept exactly the same keys).
 # Usage: lint-charts.sh CHART_DIR [VALUES_FILE...]
 set -euo pipefail
 chart=$1; shift
@@ -28,6 +28,22 @@ ref = json.loads(files[0].read_text())["properties"]["global"]
 for f in files[1:]:
     if json.loads(f.read_text())["properties"]["global"] != ref:
         sys.exit(f"lint-charts: properties.global of {f} differs from {files[0]}; keep them identical")
+# The `global:` block of each values.yaml (up to the next top-level key) must be the same text too: the
+# subcharts' copy is what they render with alone (their helm-unittest suites), the umbrella's wins in a release.
+def global_block(path):
+    lines, out, inside = path.read_text().splitlines(), [], False
+    for line in lines:
+        if line.startswith("global:"):
+            inside = True
+        elif inside and line and not line.startswith(" "):
+            break
+        if inside:
+            out.append(line)
+    return "\n".join(out).rstrip()
+values = [root / "values.yaml", *sorted(root.glob("charts/*/values.yaml"))]
+for f in values[1:]:
+    if global_block(f) != global_block(values[0]):
+        sys.exit(f"lint-charts: the global: block of {f} differs from {values[0]}; keep them identical")
 PY
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
