@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from arkouda_bench import fanout
-from arkouda_bench.sshconfig import DEFAULT, OUR_KEX, OURS, PREWARM, VARIANTS, write_client_configs
+from arkouda_bench.sshconfig import DEFAULT, OUR_TUNING, OURS, PREWARM, VARIANTS, write_client_configs
 from arkouda_bench.sshd import SshServer, loopback_hosts
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the bench sshd user is created by root")
@@ -43,11 +43,16 @@ def _ssh_g(cfg: Path, key: str) -> str:
 def test_configs_differ_only_in_kex_cipher_and_control(server: SshServer) -> None:
     assert server.client is not None
     configs = write_client_configs(server.client)
-    assert _ssh_g(configs[OURS].path, "kexalgorithms") == OUR_KEX
+    assert _ssh_g(configs[OURS].path, "kexalgorithms") == OUR_TUNING.kex_algorithms
+    assert _ssh_g(configs[OURS].path, "ciphers") == OUR_TUNING.ciphers
     assert _ssh_g(configs[DEFAULT].path, "kexalgorithms").startswith("sntrup761x25519-sha512")
     for variant in VARIANTS:
         assert _ssh_g(configs[variant].path, "stricthostkeychecking") == "true"
-    assert _ssh_g(configs[PREWARM].path, "controlmaster") == "auto"
+    assert _ssh_g(configs[PREWARM].path, "controlpath").startswith(f"{configs[PREWARM].control_dir}/")
+    default_lines = set(configs[DEFAULT].path.read_text().splitlines())
+    ours_lines = set(configs[OURS].path.read_text().splitlines())
+    assert {ln.split()[0] for ln in ours_lines - default_lines} == {"KexAlgorithms", "Ciphers"}
+    assert default_lines <= ours_lines
 
 
 def test_real_connection_uses_configured_kex(server: SshServer) -> None:
@@ -59,7 +64,7 @@ def test_real_connection_uses_configured_kex(server: SshServer) -> None:
         text=True,
         check=True,
     )
-    assert f"kex: algorithm: {OUR_KEX}" in out.stderr
+    assert f"kex: algorithm: {OUR_TUNING.kex_algorithms.split(',')[0]}" in out.stderr
 
 
 def test_wrong_host_key_is_rejected(server: SshServer, tmp_path: Path) -> None:

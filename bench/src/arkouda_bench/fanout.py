@@ -1,15 +1,16 @@
 """Issue 7: the launcher's ssh fan-out (GASNet SSH spawner / mpirun rsh agent) against one real sshd.
 
 For each N, N `ssh -F <cfg> <host> true` run in parallel, one per distinct loopback address, as locale 0's
-spawner does. Client CPU is the reaped children's rusage delta (plus, for the pre-warm variant, the CPU the
-ControlMaster processes spend serving the fan-out, read from /proc); server CPU is the sshd's own plus its
-reaped per-connection children. Variants run back to back inside each repeat so a ratio compares
-measurements taken under the same machine load.
+spawner does, through the `ssh` wrapper the bootstrap writes for them. Client CPU is the reaped children's
+rusage delta (plus, for the pre-warm variant, the CPU the background ControlMasters spend serving the fan-out,
+read from /proc); server CPU is the sshd's own plus its per-connection children's. Variants run back to
+back inside each repeat so a ratio compares measurements taken under the same machine load.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import time
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ from arkouda_bench.proc import children_cpu, pid_cpu
 from arkouda_bench.results import Row
 from arkouda_bench.sshconfig import DEFAULT, OURS, PREWARM, VARIANTS, ClientConfig, write_client_configs
 from arkouda_bench.sshd import BenchSetupError, SshServer, loopback_hosts
+from arkouda_bootstrap import ssh as bootstrap_ssh
+from arkouda_bootstrap.ssh import Host
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,9 @@ class Sample:
 
 
 def _run_parallel(argvs: Sequence[list[str]], *, what: str) -> None:
-    """Start every command at once (spawner style), wait for all; a failure names the host and ssh's error."""
+    """Start every command at once (spawner style), wait for all; a failure names the host and ssh's error.
+
+    Each argv is `[ssh-wrapper, host, ...]`."""
     procs = [
         (
             argv,
@@ -53,32 +58,56 @@ def _run_parallel(argvs: Sequence[list[str]], *, what: str) -> None:
         _, err = p.communicate()
         if p.returncode != 0:
             msg = err.decode(errors="replace").strip().splitlines()
-            failures.append(
-                f"{argv[3] if len(argv) > 3 else argv}: rc={p.returncode} {msg[-1] if msg else ''}"
-            )
+            failures.append(f"host {argv[1]}: exit {p.returncode}: {msg[-1] if msg else ''}")
     if failures:
         raise BenchSetupError(f"{what}: {len(failures)} of {len(argvs)} ssh failed, first: {failures[0]}")
 
 
+_MASTER_PID = re.compile(r"Master running \(pid=(\d+)\)")
+
+
+def _master_pids(cfg: ClientConfig, hosts: Sequence[str]) -> list[int]:
+    """The background ControlMaster of each host (`ssh -O check` names its pid)."""
+    pids = []
+    for h in hosts:
+        out = subprocess.run(
+            [str(cfg.wrapper), "-O", "check", h], capture_output=True, text=True, check=False
+        )
+        m = _MASTER_PID.search(out.stderr + out.stdout)
+        if m is None:
+            raise BenchSetupError(f"pre-warm: no ControlMaster for host {h}: {out.stderr.strip()}")
+        pids.append(int(m.group(1)))
+    return pids
+
+
 def fan_out(server: SshServer, cfg: ClientConfig, hosts: Sequence[str]) -> Sample:
-    """One timed fan-out; pre-warm masters are opened first (timed apart) and closed after."""
-    masters: list[subprocess.Popen[bytes]] = []
+    """One timed fan-out through the bootstrap's ssh wrapper, as amudprun/mpirun would run it.
+
+    For the pre-warm variant the bootstrap's `prewarm` opens the masters first (timed apart) and its
+    `close_masters` closes them after."""
+    targets = [Host(address=h, pod=f"host-{h}") for h in hosts]
+    master_pids: list[int] = []
     prewarm_wall = prewarm_cpu = 0.0
-    if cfg.control_dir is not None:
-        masters, prewarm_wall = _open_masters(cfg, hosts)
-        prewarm_cpu = sum(pid_cpu(m.pid) for m in masters)
     try:
-        master_cpu0 = sum(pid_cpu(m.pid) for m in masters)
-        server0 = server.server_cpu(expected_live=len(masters))
+        if cfg.control_dir is not None:
+            cpu0 = children_cpu()
+            t0 = time.perf_counter()
+            bootstrap_ssh.prewarm(targets, wrapper=cfg.wrapper)
+            prewarm_wall = time.perf_counter() - t0
+            prewarm_cpu = children_cpu() - cpu0
+            master_pids = _master_pids(cfg, hosts)
+            prewarm_cpu += sum(pid_cpu(p) for p in master_pids)
+        master_cpu0 = sum(pid_cpu(p) for p in master_pids)
+        server0 = server.server_cpu(expected_live=len(master_pids))
         cpu0 = children_cpu()
         t0 = time.perf_counter()
-        _run_parallel([["ssh", "-F", str(cfg.path), h, "true"] for h in hosts], what=f"fan-out {cfg.variant}")
+        _run_parallel([[str(cfg.wrapper), h, "true"] for h in hosts], what=f"fan-out {cfg.variant}")
         wall = time.perf_counter() - t0
-        client = children_cpu() - cpu0 + sum(pid_cpu(m.pid) for m in masters) - master_cpu0
-        server_cpu_s = server.server_cpu(expected_live=len(masters)) - server0
+        client = children_cpu() - cpu0 + sum(pid_cpu(p) for p in master_pids) - master_cpu0
+        server_cpu_s = server.server_cpu(expected_live=len(master_pids)) - server0
     finally:
-        if masters:
-            _close_masters(cfg, hosts, masters)
+        if cfg.control_dir is not None:
+            bootstrap_ssh.close_masters(targets, wrapper=cfg.wrapper)
     return Sample(
         wall_s=wall,
         client_cpu_s=client,
@@ -86,48 +115,6 @@ def fan_out(server: SshServer, cfg: ClientConfig, hosts: Sequence[str]) -> Sampl
         prewarm_wall_s=prewarm_wall,
         prewarm_cpu_s=prewarm_cpu,
     )
-
-
-def _open_masters(cfg: ClientConfig, hosts: Sequence[str]) -> tuple[list[subprocess.Popen[bytes]], float]:
-    """One foreground ControlMaster per host (kept as our children so their CPU stays measurable)."""
-    assert cfg.control_dir is not None
-    t0 = time.perf_counter()
-    masters = [
-        subprocess.Popen(
-            ["ssh", "-F", str(cfg.path), "-o", "ControlMaster=yes", "-N", h],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        for h in hosts
-    ]
-    deadline = time.monotonic() + 120
-    # A master creates its ControlPath socket once it is authenticated: count sockets to know all are up.
-    while len(list(cfg.control_dir.iterdir())) < len(hosts):
-        dead = [m for m in masters if m.poll() is not None]
-        if dead or time.monotonic() > deadline:
-            for m in masters:
-                m.kill()
-            err = (
-                dead[0].stderr.read().decode(errors="replace").strip()
-                if dead and dead[0].stderr
-                else "timeout"
-            )
-            raise BenchSetupError(f"pre-warm: a ControlMaster did not come up: {err}")
-        time.sleep(0.005)
-    return masters, time.perf_counter() - t0
-
-
-def _close_masters(cfg: ClientConfig, hosts: Sequence[str], masters: list[subprocess.Popen[bytes]]) -> None:
-    _run_parallel([["ssh", "-F", str(cfg.path), "-O", "exit", h] for h in hosts], what="closing masters")
-    for m in masters:
-        try:
-            m.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            m.kill()
-            m.wait()
-        if m.stderr:
-            m.stderr.close()
 
 
 def run(
@@ -145,7 +132,7 @@ def run(
             keep_configs.mkdir(parents=True, exist_ok=True)
             for variant, cfg in configs.items():
                 (keep_configs / f"ssh_config.{variant}").write_text(cfg.path.read_text())
-        _run_parallel([["ssh", "-F", str(configs[OURS].path), "127.0.0.1", "true"]], what="warm-up")
+        _run_parallel([[str(configs[OURS].wrapper), "127.0.0.1", "true"]], what="warm-up")
         for n in host_counts:
             hosts = loopback_hosts(n)
             samples: dict[str, list[Sample]] = {v: [] for v in VARIANTS}

@@ -16,20 +16,24 @@ def children_cpu() -> float:
 
 
 def pid_cpu(pid: int, *, with_reaped_children: bool = False) -> float:
-    """User+system CPU seconds of a live process from /proc/<pid>/stat (0.0 when it is gone).
+    """CPU seconds of a live process (0.0 when it is gone).
 
-    With `with_reaped_children` the CPU of the children it has already waited for is added (cutime/cstime),
-    which is how a forking server's per-connection work is counted.
+    Its own time is the scheduler's nanosecond runtime summed over its threads (/proc/<pid>/task/*/schedstat),
+    because the tick-truncated utime/stime of /proc/<pid>/stat lose the few milliseconds a short-lived
+    connection process spends. With `with_reaped_children` the CPU of the children it has already waited for
+    is added (cutime/cstime), which is how a forking server's per-connection work is counted.
     """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        own_ns = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            own_ns += int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
         return 0.0
     # The command name (field 2) may contain spaces and parentheses: split after its closing ')'.
     fields = stat[stat.rindex(")") + 2 :].split()
-    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
-    ticks = utime + stime + ((cutime + cstime) if with_reaped_children else 0)
-    return ticks / _TICK
+    cutime, cstime = (int(x) for x in fields[13:15])
+    return own_ns / 1e9 + (((cutime + cstime) / _TICK) if with_reaped_children else 0.0)
 
 
 def live_children(pid: int) -> list[int]:

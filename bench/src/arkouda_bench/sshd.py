@@ -2,8 +2,9 @@
 
 sshd runs as a dedicated non-root user (created idempotently; password field `*` — with `UsePAM no` sshd
 refuses users whose password is locked with `!`). It listens on 0.0.0.0:<port> so every 127.x.y.z address
-answers, and `AllowUsers <user>@127.0.0.0/8` refuses logins from anywhere but loopback. The host key is pinned
-on the client side with a `* ssh-ed25519 …` known_hosts line, as the bootstrap does (docs/interfaces.md).
+answers, and `AllowUsers <user>@127.0.0.0/8` refuses logins from anywhere but loopback. Keys, key copies and
+sshd_config come from the bootstrap's own code; the host key is pinned on the client side with its
+`* ssh-ed25519 …` known_hosts line (docs/interfaces.md).
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from arkouda_bench.proc import live_children, pid_cpu
+from arkouda_bootstrap import keys
+from arkouda_bootstrap import sshd as bootstrap_sshd
+from arkouda_bootstrap.config import SshTuning
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +72,9 @@ def ensure_bench_user(name: str = BENCH_USER, home: Path = BENCH_HOME) -> pwd.st
     return entry
 
 
-def ssh_keygen(path: Path, comment: str) -> str:
-    """Generate an ed25519 key pair at `path`; return the public key line."""
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
-    return path.with_suffix(".pub").read_text().strip()
-
-
 @dataclass(frozen=True)
 class ClientKeys:
-    """What an ssh client needs to reach the bench sshd with a pinned host key."""
+    """What a client running as root needs to reach the bench sshd as the bench user (pinned host key)."""
 
     user: str
     port: int
@@ -87,102 +83,126 @@ class ClientKeys:
     dir: Path
 
 
-def render_sshd_config(
-    *, port: int, state_dir: Path, host_key: Path, authorized_keys: Path, user: str, max_startups: int
-) -> str:
-    """sshd_config of the bench server: pubkey only, unprivileged, pinned to loopback clients.
+# The bench sshd offers OpenSSH's own default lists ('+' appends ours, already in them), so the *client's*
+# configuration decides what is negotiated: that is what the fan-out variants compare.
+SERVER_TUNING = SshTuning(kex_algorithms="+curve25519-sha256", ciphers="+aes128-gcm@openssh.com")
 
-    MaxStartups/MaxSessions are raised because one sshd stands in for every host of the fan-out (in a real
-    cluster each locale pod runs its own sshd and sees one connection).
-    """
-    return "\n".join(
-        [
-            f"Port {port}",
-            "ListenAddress 0.0.0.0",
-            f"HostKey {host_key}",
-            f"PidFile {state_dir / 'sshd.pid'}",
-            f"AuthorizedKeysFile {authorized_keys}",
-            f"AllowUsers {user}@127.0.0.0/8",
-            "UsePAM no",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "PubkeyAuthentication yes",
-            "PermitRootLogin no",
-            "StrictModes yes",
-            "AllowTcpForwarding no",
-            "X11Forwarding no",
-            "PrintMotd no",
-            f"MaxStartups {max_startups}",
-            f"MaxSessions {max_startups}",
-            "LogLevel ERROR",
-            "",
-        ]
-    )
+
+def write_secret_dir(path: Path, data: Mapping[str, bytes]) -> None:
+    """Lay out Secret data as the kubelet mounts it: one file per key."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for name, content in data.items():
+        (path / name).write_bytes(content)
+        (path / name).chmod(0o600)
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.chown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            os.chown(os.path.join(dirpath, name), uid, gid)
 
 
 class SshServer:
-    """Context manager: a real sshd for the bench user on 0.0.0.0:<port>, and the client key material."""
+    """Context manager: a real sshd for the bench user on 0.0.0.0:<port>, and the client key material.
 
-    def __init__(self, *, max_startups: int = 4096) -> None:
+    The sshd_config and the key copies come from the bootstrap's own `locale` code (arkouda_bootstrap.sshd),
+    with two bench-only edits: it listens on 0.0.0.0 with a raised MaxStartups (one sshd stands in for every
+    host; in a cluster each locale pod runs its own and sees one connection), and AllowUsers is narrowed to
+    loopback clients. `secret` is the SSH Secret's data (default: fresh keys from the bootstrap's keygen
+    code).
+    """
+
+    def __init__(self, *, max_startups: int = 4096, secret: Mapping[str, bytes] | None = None) -> None:
         self.max_startups = max_startups
+        self.secret = (
+            dict(secret)
+            if secret is not None
+            else keys.build_secret_data(release="arkbench", with_token=False)
+        )
         self.proc: subprocess.Popen[bytes] | None = None
-        self.state_dir: Path | None = None
+        self.root: Path | None = None
         self.client: ClientKeys | None = None
+        self.user: pwd.struct_passwd | None = None
         self._client_dir: Path | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        assert self.root is not None
+        return self.root / "sshd"
 
     def __enter__(self) -> SshServer:
         if not Path(SSHD).exists():
             raise BenchSetupError(f"{SSHD} is missing: run 'make deps' (Debian package openssh-server)")
-        user = ensure_bench_user()
+        try:
+            return self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def _start(self) -> SshServer:
+        user = self.user = ensure_bench_user()
         # StrictModes walks the path of authorized_keys up to the user's home: keep the state under it.
-        state = Path(user.pw_dir) / f"run-{os.getpid()}-{secrets.token_hex(3)}"
-        state.mkdir(mode=0o700)
-        self.state_dir = state
-        client_dir = (
-            Path(os.environ.get("TMPDIR", "/tmp")) / f"arkbench-client-{os.getpid()}-{secrets.token_hex(3)}"
-        )
-        client_dir.mkdir(mode=0o700)
-        self._client_dir = client_dir
-        host_pub = ssh_keygen(state / "ssh_host_ed25519_key", "arkbench-host")
-        client_pub = ssh_keygen(client_dir / "id_ed25519", "arkbench-client")
-        (state / "authorized_keys").write_text(client_pub + "\n")
-        (client_dir / "known_hosts").write_text(f"* {host_pub}\n")
+        root = self.root = Path(user.pw_dir) / f"run-{os.getpid()}-{secrets.token_hex(3)}"
+        root.mkdir(mode=0o700)
+        write_secret_dir(root / "secret", self.secret)
+        key_paths = bootstrap_sshd.install_keys(secret_dir=root / "secret", state_dir=self.state_dir)
         port = free_port()
-        config = state / "sshd_config"
-        config.write_text(
-            render_sshd_config(
-                port=port,
-                state_dir=state,
-                host_key=state / "ssh_host_ed25519_key",
-                authorized_keys=state / "authorized_keys",
-                user=user.pw_name,
-                max_startups=self.max_startups,
-            )
+        config_text = bootstrap_sshd.render_sshd_config(
+            port=port,
+            user=user.pw_name,
+            key_paths=key_paths,
+            pid_file=self.state_dir / "sshd.pid",
+            tuning=SERVER_TUNING,
+            strict_modes=True,
+            listen_address="0.0.0.0",  # noqa: S104 - every 127.x.y.z must answer; AllowUsers limits to loopback
+            max_startups=str(self.max_startups),
         )
-        for p in [state, *state.iterdir()]:
-            os.chown(p, user.pw_uid, user.pw_gid)
-        for p in state.iterdir():
-            p.chmod(0o600)
-        log_path = state / "sshd.log"
-        log_fh = log_path.open("wb")
-        os.chown(log_path, user.pw_uid, user.pw_gid)
-        self.proc = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(config)],
+        allow = f"AllowUsers {user.pw_name}\n"
+        if allow not in config_text:
+            raise BenchSetupError(
+                "the bootstrap's sshd_config has no 'AllowUsers' line to narrow to loopback"
+            )
+        config_text = config_text.replace(allow, f"AllowUsers {user.pw_name}@127.0.0.0/8\n")
+        config = self.state_dir / "sshd_config"
+        config.write_text(config_text)
+        chown_tree(root, user.pw_uid, user.pw_gid)
+        # `sshd -t` as the user it will run as (as root it would want /run/sshd for privilege separation).
+        check = subprocess.run(
+            [SSHD, "-t", "-f", str(config)],
             user=user.pw_uid,
             group=user.pw_gid,
             extra_groups=[],
-            stdin=subprocess.DEVNULL,
-            stdout=log_fh,
-            stderr=subprocess.STDOUT,
+            capture_output=True,
+            text=True,
+            check=False,
         )
-        log_fh.close()
+        if check.returncode != 0:
+            raise BenchSetupError(f"sshd -t rejected {config}: {(check.stderr or check.stdout).strip()}")
+
+        client_dir = Path(tempfile.mkdtemp(prefix="arkbench-client-"))
+        self._client_dir = client_dir
+        client_keys = bootstrap_sshd.install_keys(secret_dir=root / "secret", state_dir=client_dir)
         self.client = ClientKeys(
             user=user.pw_name,
             port=port,
-            identity=client_dir / "id_ed25519",
-            known_hosts=client_dir / "known_hosts",
+            identity=client_keys.client_key,
+            known_hosts=client_keys.known_hosts,
             dir=client_dir,
         )
+
+        log_path = self.state_dir / "sshd.log"
+        with log_path.open("wb") as log_fh:
+            os.chown(log_path, user.pw_uid, user.pw_gid)
+            self.proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(config)],
+                user=user.pw_uid,
+                group=user.pw_gid,
+                extra_groups=[],
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+            )
         self._wait_listening(port)
         log.info("sshd pid %d listening on 0.0.0.0:%d as %s", self.proc.pid, port, user.pw_name)
         return self
@@ -203,7 +223,7 @@ class SshServer:
         )
 
     def log_tail(self, lines: int = 5) -> str:
-        if self.state_dir is None:
+        if self.root is None:
             return ""
         try:
             text = (self.state_dir / "sshd.log").read_text(errors="replace")
@@ -240,6 +260,6 @@ class SshServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for d in (self.state_dir, self._client_dir):
+        for d in (self.root, self._client_dir):
             if d is not None:
                 shutil.rmtree(d, ignore_errors=True)
