@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Builds the project's images daemonless with buildah (called by mk/images.mk; see docker/README.md).
+#
+#   images.sh base                 local Debian base image from debootstrap (docker/base/build-base.sh)
+#   images.sh wheel                the bootstrap wheel into $IMAGES_WHEEL_DIR (rebuilt when bootstrap/ changes)
+#   images.sh build NAME           NAME = arkouda | mpi: buildah bud of docker/NAME/Dockerfile
+#   images.sh archive NAME         docker-archive of the image under $CACHE_DIR/images/ for `ctr images import`
+#
+# Every step is cached: an image carries the hash of everything it was built from in the label
+# io.arkouda-k8s.inputs and is rebuilt only when that hash changes; an archive is rewritten only when the
+# image ID changes. Each step prints its duration.
+#
+# Environment (exported by the Makefile from hack/versions.env): REPO_ROOT, CACHE_DIR, IMAGE_PREFIX,
+# IMAGE_TAG, DEBIAN_SUITE; optional: IMAGE_BASE (default $IMAGE_PREFIX/debian-base:$DEBIAN_SUITE),
+# ARKOUDA_SERVER_STAGE (default standin), DEBIAN_MIRROR, EXTRA_BUILD_ARGS (word-split into buildah bud).
+set -euo pipefail
+
+: "${REPO_ROOT:?}" "${CACHE_DIR:?}" "${IMAGE_PREFIX:?}" "${IMAGE_TAG:?}" "${DEBIAN_SUITE:?}"
+IMAGE_BASE=${IMAGE_BASE:-$IMAGE_PREFIX/debian-base:$DEBIAN_SUITE}
+IMAGES_WHEEL_DIR=${IMAGES_WHEEL_DIR:-$REPO_ROOT/_out/images/wheels}
+ARKOUDA_SERVER_STAGE=${ARKOUDA_SERVER_STAGE:-standin}
+ARCHIVE_DIR=$CACHE_DIR/images
+LABEL=io.arkouda-k8s.inputs
+
+log() { echo "images: $*"; }
+die() { echo "images: $*" >&2; exit 1; }
+
+# sha256 over the paths and contents of the given files/directories (sorted, caches excluded).
+hash_inputs() {
+  local f
+  find "$@" -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*' ! -name '*.pyc' \
+       ! -path '*/build/*' ! -path '*/dist/*' -print0 \
+    | sort -z \
+    | while IFS= read -r -d '' f; do printf '%s\n' "${f#"$REPO_ROOT"/}"; sha256sum <"$f"; done \
+    | sha256sum | cut -c1-16
+}
+
+image_label() {
+  buildah inspect --type image --format "{{ index .OCIv1.Config.Labels \"$LABEL\" }}" "$1" 2>/dev/null || true
+}
+
+cmd_base() {
+  local t0=$SECONDS
+  "$REPO_ROOT/docker/base/build-base.sh" "$IMAGE_BASE" "$DEBIAN_SUITE" "${DEBIAN_MIRROR:-}"
+  log "phase base: $((SECONDS - t0))s"
+}
+
+cmd_wheel() {
+  local t0=$SECONDS src_hash tmp
+  [ -f "$REPO_ROOT/bootstrap/pyproject.toml" ] \
+    || die "bootstrap/pyproject.toml not found: the images install the bootstrap from it"
+  src_hash=$(hash_inputs "$REPO_ROOT/bootstrap")
+  if [ -f "$IMAGES_WHEEL_DIR/.src-hash" ] && [ "$(cat "$IMAGES_WHEEL_DIR/.src-hash")" = "$src_hash" ] \
+     && compgen -G "$IMAGES_WHEEL_DIR/arkouda_bootstrap-*.whl" >/dev/null; then
+    log "wheel up to date ($(basename "$IMAGES_WHEEL_DIR"/arkouda_bootstrap-*.whl))"
+    return
+  fi
+  # Build from a copy so that setuptools' build/ and *.egg-info never land in the source tree.
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' RETURN
+  cp -r "$REPO_ROOT/bootstrap" "$tmp/bootstrap"
+  find "$tmp/bootstrap" \( -name __pycache__ -o -name '*.egg-info' -o -name build -o -name dist \) -prune \
+    -exec rm -rf {} +
+  rm -rf "$IMAGES_WHEEL_DIR"
+  mkdir -p "$IMAGES_WHEEL_DIR"
+  if ! python3 -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$IMAGES_WHEEL_DIR" "$tmp/bootstrap" \
+       >"$tmp/wheel.log" 2>&1; then
+    tail -n 20 "$tmp/wheel.log" >&2
+    die "building the bootstrap wheel from bootstrap/ failed (log above)"
+  fi
+  echo "$src_hash" >"$IMAGES_WHEEL_DIR/.src-hash"
+  log "phase wheel: built $(basename "$IMAGES_WHEEL_DIR"/arkouda_bootstrap-*.whl) in $((SECONDS - t0))s"
+}
+
+cmd_build() {
+  local name=${1:?build NAME} t0=$SECONDS image dockerfile base_id inputs have
+  local -a args inputs_paths
+  image=$IMAGE_PREFIX/$name:$IMAGE_TAG
+  dockerfile=$REPO_ROOT/docker/$name/Dockerfile
+  [ -f "$dockerfile" ] || die "no Dockerfile for image '$name' at $dockerfile"
+  compgen -G "$IMAGES_WHEEL_DIR/arkouda_bootstrap-*.whl" >/dev/null || die "no bootstrap wheel in $IMAGES_WHEEL_DIR; run 'make images'"
+  base_id=$(buildah inspect --type image --format '{{ .FromImageID }}' "$IMAGE_BASE" 2>/dev/null) \
+    || die "base image $IMAGE_BASE not found; run 'make images' (it builds it) or set IMAGE_BASE"
+
+  args=(--build-arg "BASE_IMAGE=$IMAGE_BASE"
+        --build-arg "BOOTSTRAP_WHEEL_DIR=${IMAGES_WHEEL_DIR#"$REPO_ROOT"/}")
+  inputs_paths=("$REPO_ROOT/docker/$name" "$REPO_ROOT/docker/common" "$REPO_ROOT/requirements-dev.txt" "$IMAGES_WHEEL_DIR")
+  local format=oci
+  case $name in
+    arkouda)
+      args+=(--build-arg "SERVER_STAGE=$ARKOUDA_SERVER_STAGE" --target runtime)
+      # the chapel/arkouda stages use SHELL (pipefail), which buildah applies only to docker-format images
+      [ "$ARKOUDA_SERVER_STAGE" = standin ] || format=docker
+      ;;
+    mpi) args+=(--target runtime) ;;
+  esac
+  # shellcheck disable=SC2206 # EXTRA_BUILD_ARGS is a word list on purpose
+  args+=(${EXTRA_BUILD_ARGS:-})
+  # The wheel's own bytes change on every rebuild (zip timestamps); its source hash (.src-hash) does not,
+  # so hash the directory without the .whl.
+  inputs=$( { hash_inputs "${inputs_paths[@]:0:3}"; cat "$IMAGES_WHEEL_DIR/.src-hash"; echo "$base_id ${args[*]}"; } \
+            | sha256sum | cut -c1-16)
+  have=$(image_label "$image")
+  if [ "$have" = "$inputs" ]; then
+    log "$image is up to date (inputs $inputs); skipping"
+    return
+  fi
+  log "building $image (inputs $inputs)"
+  mkdir -p "$REPO_ROOT/_out/images"
+  local logf=$REPO_ROOT/_out/images/build-$name.log
+  if ! buildah bud --layers --isolation chroot --network host --format "$format" \
+        --label "$LABEL=$inputs" "${args[@]}" -f "$dockerfile" -t "$image" "$REPO_ROOT" >"$logf" 2>&1; then
+    tail -n 30 "$logf" >&2
+    die "buildah bud of $image failed (full log: $logf)"
+  fi
+  log "phase build $name: $image built in $((SECONDS - t0))s (log: $logf)"
+}
+
+cmd_archive() {
+  local name=${1:?archive NAME} t0=$SECONDS image id archive
+  image=$IMAGE_PREFIX/$name:$IMAGE_TAG
+  id=$(buildah inspect --type image --format '{{ .FromImageID }}' "$image" 2>/dev/null) \
+    || die "image $image not found; run 'make images'"
+  mkdir -p "$ARCHIVE_DIR"
+  archive=$ARCHIVE_DIR/$name-$IMAGE_TAG.tar
+  if [ -f "$archive" ] && [ "$(cat "$archive.id" 2>/dev/null)" = "$id" ]; then
+    log "$archive is up to date"
+    return
+  fi
+  rm -f "$archive" "$archive.id"
+  buildah push --quiet "$image" "docker-archive:$archive:$image" >/dev/null
+  echo "$id" >"$archive.id"
+  log "phase archive $name: $archive ($(du -h "$archive" | cut -f1)) in $((SECONDS - t0))s"
+}
+
+cmd=${1:-}
+shift || true
+case $cmd in
+  base) cmd_base ;;
+  wheel) cmd_wheel ;;
+  build) cmd_build "$@" ;;
+  archive) cmd_archive "$@" ;;
+  *) die "usage: images.sh base|wheel|build NAME|archive NAME" ;;
+esac
