@@ -25,6 +25,6 @@ test-bootstrap: venv ## Run the bootstrap's pytest suite (unit, real OpenSSH ssh
 
 bootstrap-wheel: venv ## Build the arkouda-bootstrap wheel into _out/wheels/ (installed by the images)
 	@mkdir -p $(WHEEL_DIR)
-	@cd $(BOOTSTRAP_DIR) && python -m build --wheel --no-isolation --outdir $(WHEEL_DIR) . >/dev/null
+	@cd $(BOOTSTRAP_DIR) && python -m build --wheel --outdir $(WHEEL_DIR) . >/dev/null
 	@rm -rf $(BOOTSTRAP_DIR)/build $(BOOTSTRAP_DIR)/src/*.egg-info
 	@ls $(WHEEL_DIR)/arkouda_bootstrap-*.whl
