@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import EventInfo, GoneError, PodCondition, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube import ConflictError, EventInfo, GoneError, PodCondition, PodEvent, PodInfo, PodList, PodRef
 
 END = "END"  # ends one watch request (the server's timeout_seconds elapsed)
 WatchItem = PodEvent | Exception | str
@@ -131,7 +131,7 @@ class FakeKube:
     def create_secret(self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> None:
         self._check("create_secret", name)
         if (namespace, name) in self.secrets:
-            raise BootstrapError("conflict")
+            raise ConflictError(f"create secrets in namespace {namespace}: conflict (AlreadyExists)")
         self.secrets[(namespace, name)] = (dict(data), dict(labels))
 
     def replace_secret(

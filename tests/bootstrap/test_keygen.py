@@ -76,3 +76,27 @@ def test_rbac_error_propagates_as_one_line() -> None:
     api = FakeKube(fail_with={"get_secret": BootstrapError("missing RBAC: get secrets in namespace ns")})
     with pytest.raises(BootstrapError, match="^missing RBAC: get secrets in namespace ns$"):
         run_keygen(api, S)
+
+
+def test_concurrent_creation_is_accepted_when_valid() -> None:
+    api = FakeKube()
+    other = FakeKube()
+    run_keygen(other, S)
+    winner = other.secrets[("ns", "rel-arkouda-ssh")]
+
+    # the Secret appears between our get (absent) and our create (409)
+    original_get = api.get_secret
+    calls = {"n": 0}
+
+    def get_secret(*, namespace: str, name: str) -> dict[str, bytes] | None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            api.secrets[(namespace, name)] = winner
+            return None
+        return original_get(namespace=namespace, name=name)
+
+    api.get_secret = get_secret  # type: ignore[method-assign]
+    assert (
+        run_keygen(api, S) == "Secret rel-arkouda-ssh in namespace ns was created concurrently and is valid; unchanged"
+    )
+    assert api.secrets[("ns", "rel-arkouda-ssh")] == winner

@@ -258,6 +258,48 @@ def test_server_prewarm_reuses_masters_and_closes_them(
     assert list((shared_dir / "server-state" / "cm").iterdir()) == []  # masters closed after the program exited
 
 
+def test_server_no_supervise_execs_the_program(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    secret_dir, port = cluster
+    code, log, _ = run_server_as(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=fake_cluster(),
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
+        extra_argv=["--no-supervise"],
+        env={"ARKBS_EXIT": "6"},
+    )
+    assert code == 6, log  # the exec'ed stand-in's own status: the bootstrap is gone
+    assert len((shared_dir / "out" / "ran").read_text().splitlines()) == 3
+
+
+def test_server_fails_fast_on_a_broken_secret(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    _, port = cluster
+    broken = keys.build_secret_data(release="b", with_token=False)
+    del broken[keys.AUTHORIZED_KEYS]
+    secret_dir = write_secret_dir(shared_dir / "broken-secret", broken)
+    api = FakeKube()  # no locale pods at all: a wait would time out; the Secret error must come first
+    code, log, _ = run_server_as(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=api,
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
+    )
+    assert code == 1, log
+    assert (
+        f"arkouda-bootstrap: error: SSH Secret mounted at {secret_dir}: field authorized_keys: missing or empty" in log
+    )
+    # (api.calls lives in the forked child; its progress lines would show a wait had started)
+    assert "locales ready" not in log
+
+
 ARBITRARY_UID = 1000690000
 
 

@@ -9,7 +9,7 @@ import logging
 
 from arkouda_bootstrap import keys
 from arkouda_bootstrap.config import KeygenSettings
-from arkouda_bootstrap.kube import KubeApi
+from arkouda_bootstrap.kube import ConflictError, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,15 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
         return f"{where} exists and is valid; unchanged"
     data = keys.build_secret_data(release=settings.release, with_token=settings.with_token)
     if existing is None:
-        api.create_secret(namespace=ns, name=name, data=data, labels=labels)
+        try:
+            api.create_secret(namespace=ns, name=name, data=data, labels=labels)
+        except ConflictError:
+            # another keygen won the race: its Secret must be valid, ours is dropped
+            raced = api.get_secret(namespace=ns, name=name)
+            if raced is None:
+                raise
+            keys.validate_secret_data(raced, source=where, require_token=settings.with_token)
+            return f"{where} was created concurrently and is valid; unchanged"
         return f"created {where}"
     if not settings.with_token and keys.TOKEN in existing:
         data[keys.TOKEN] = existing[keys.TOKEN]  # rotation replaces keys; a token is only added, never dropped

@@ -28,6 +28,10 @@ COMPONENT = "arkouda-bootstrap"
 T = TypeVar("T")
 
 
+class ConflictError(BootstrapError):
+    """HTTP 409: the object already exists (e.g. two keygen Jobs racing)."""
+
+
 class GoneError(Exception):
     """The watch's resourceVersion is too old (HTTP 410 Gone): the caller must list again."""
 
@@ -462,7 +466,7 @@ def translate_api_error(exc: Any, *, verb: str, resource: str, namespace: str) -
     if status == 404:
         return BootstrapError(f"{verb} {resource} in namespace {namespace}: not found (does the namespace exist?)")
     if status == 409:
-        return BootstrapError(f"{verb} {resource} in namespace {namespace}: conflict ({getattr(exc, 'reason', '')})")
+        return ConflictError(f"{verb} {resource} in namespace {namespace}: conflict ({getattr(exc, 'reason', '')})")
     return BootstrapError(
         f"{verb} {resource} in namespace {namespace} failed: HTTP {status} {getattr(exc, 'reason', '')}".rstrip()
     )

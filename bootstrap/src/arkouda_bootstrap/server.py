@@ -43,6 +43,8 @@ def prepare_server(
     probe_policy: ssh.RetryPolicy | None = None,
 ) -> Prepared:
     ident = ensure_identity(state_dir=settings.state_dir)
+    # a missing or malformed Secret fails now, not after waiting up to --timeout for the locales
+    key_paths = sshd.install_keys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
     expected = settings.num_locales - 1
     try:
         locales = discovery.wait_for_locales(
@@ -63,7 +65,6 @@ def prepare_server(
         Reason.LOCALES_READY,
         f"{expected} locales ready; hosts: " + " ".join(f"{h.pod}={h.address}" for h in hosts),
     )
-    key_paths = sshd.install_keys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
     client = ssh.write_client_files(
         state_dir=settings.state_dir,
         user=ident.user,
