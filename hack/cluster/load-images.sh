@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Import images into the local node's containerd (namespace k8s.io), where the kubelet finds them without a pull.
+#   load-images.sh                 import every archive in $IMAGES_DIR (from `make images`; docker-archive or
+#                                  oci-archive .tar carrying the full image name)
+#   load-images.sh --node-images   build (cached) and import the node's own images: the pod sandbox image
+#                                  $PAUSE_IMAGE (pause/pause.c) and $SMOKE_IMAGE (static busybox, for smoke.sh)
+# An archive already imported into this cluster (same path, size and mtime) is skipped.
+# shellcheck source=hack/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+ctr_ version >/dev/null 2>&1 || die "containerd of the local node is not running: run 'make cluster-up'"
+
+import() {  # import ARCHIVE: ctr import unless this exact archive was already imported into this cluster
+  local f="$1" stamp
+  stamp="$(stat -c '%n %s %Y' "$f")"
+  if grep -qxF "$stamp" "$RUN/imported.list" 2>/dev/null; then log "already imported: $f"; return 0; fi
+  ctr_ -n k8s.io images import "$f" | sed 's/^/  /' || die "ctr images import $f failed (is it a docker-archive/oci-archive with an image name?)"
+  echo "$stamp" >>"$RUN/imported.list"
+}
+
+# buildah_image NAME ARCHIVE ROOTFS_DIR ENTRYPOINT_JSON: a one-layer image from a host directory, no base image.
+buildah_image() {
+  local name="$1" out="$2" rootfs="$3" entry="$4" tmp c
+  tmp="$(mktemp -d)"
+  local b=(buildah --root "$tmp/root" --runroot "$tmp/runroot" --storage-driver vfs)
+  c="$("${b[@]}" from scratch)"
+  "${b[@]}" copy "$c" "$rootfs/" / >/dev/null
+  "${b[@]}" config --entrypoint "$entry" --user 65534:65534 --workingdir / "$c"
+  "${b[@]}" commit -q "$c" "$name" >/dev/null
+  "${b[@]}" push -q "$name" "docker-archive:$out.tmp:$name"
+  "${b[@]}" rm "$c" >/dev/null
+  rm -rf "$tmp"; mv "$out.tmp" "$out"
+}
+
+if [[ "${1:-}" == "--node-images" ]]; then
+  mkdir -p "$CLUSTER_IMAGES_DIR"
+  key="$(cat "$CLUSTER_HACK/pause/pause.c" "$CLUSTER_HACK/load-images.sh" | sha256sum | cut -c1-12)"
+  pause_tar="$CLUSTER_IMAGES_DIR/pause-$key.tar"
+  if [[ ! -s "$pause_tar" ]]; then
+    root="$(mktemp -d)"
+    gcc -static -Os -o "$root/pause" "$CLUSTER_HACK/pause/pause.c"
+    buildah_image "$PAUSE_IMAGE" "$pause_tar" "$root" '["/pause"]'
+    rm -rf "$root"
+  fi
+  busybox="$(command -v busybox || true)"
+  if [[ -z "$busybox" ]] || ! { ldd "$busybox" 2>&1 || true; } | grep -q 'not a dynamic executable'; then
+    die "a static busybox is needed for the smoke image: run 'make deps' (busybox-static)"
+  fi
+  smoke_tar="$CLUSTER_IMAGES_DIR/smoke-$key-$(sha256sum "$busybox" | cut -c1-12).tar"
+  if [[ ! -s "$smoke_tar" ]]; then
+    root="$(mktemp -d)"
+    mkdir -p "$root/bin" "$root/tmp" "$root/www"; chmod 1777 "$root/tmp"
+    cp "$busybox" "$root/bin/busybox"
+    for a in sh cat echo sleep wget nslookup httpd hostname ls env id; do ln -s busybox "$root/bin/$a"; done
+    echo "arkouda-k8s cluster smoke" >"$root/www/index.html"
+    buildah_image "$SMOKE_IMAGE" "$smoke_tar" "$root" '["/bin/busybox"]'
+    rm -rf "$root"
+  fi
+  import "$pause_tar"
+  import "$smoke_tar"
+  exit 0
+fi
+
+shopt -s nullglob
+archives=("$IMAGES_DIR"/*.tar)
+if (( ${#archives[@]} == 0 )); then log "no image archives in $IMAGES_DIR (run 'make images')"; exit 0; fi
+for f in "${archives[@]}"; do import "$f"; done

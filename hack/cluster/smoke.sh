@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Smoke test of the local node: in a namespace enforcing the `restricted` Pod Security Standard, a web pod behind a
+# ClusterIP Service and a client pod that fetches it by its DNS name. Passing proves scheduling, the kubelet +
+# containerd + runc, the CNI bridge, CoreDNS, kube-proxy's Service NAT and PodSecurity admission all work.
+# shellcheck source=hack/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+ns=arkouda-cluster-smoke
+start=$(date +%s)
+kubectl_ delete namespace "$ns" --ignore-not-found --wait=true --timeout=90s >/dev/null
+sc='{"runAsNonRoot": true, "runAsUser": 65534, "allowPrivilegeEscalation": false,
+     "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}'
+kubectl_ apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $ns
+  labels: {pod-security.kubernetes.io/enforce: restricted}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: $ns, labels: {app: smoke-web}}
+spec:
+  automountServiceAccountToken: false
+  containers:
+  - name: web
+    image: $SMOKE_IMAGE
+    imagePullPolicy: Never
+    args: [httpd, -f, -p, "8080", -h, /www]
+    ports: [{containerPort: 8080}]
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+    securityContext: $sc
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: $ns}
+spec:
+  selector: {app: smoke-web}
+  ports: [{port: 80, targetPort: 8080}]
+YAML
+kubectl_ -n "$ns" wait pod/web --for=condition=Ready --timeout=120s >/dev/null ||
+  { kubectl_ -n "$ns" describe pod web | tail -20; die "smoke: pod web not Ready (kubelet log: $LOGS/kubelet.log)"; }
+kubectl_ apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: $ns}
+spec:
+  automountServiceAccountToken: false
+  restartPolicy: Never
+  containers:
+  - name: client
+    image: $SMOKE_IMAGE
+    imagePullPolicy: Never
+    args: [sh, -c, "for i in 1 2 3 4 5 6 7 8 9 10; do wget -qO- -T 3 http://web.$ns.svc.$CLUSTER_DOMAIN/ && exit 0; sleep 1; done; exit 1"]
+    securityContext: $sc
+YAML
+for _ in $(seq 1 120); do
+  phase_="$(kubectl_ -n "$ns" get pod client -o jsonpath='{.status.phase}')"
+  [[ "$phase_" == Succeeded || "$phase_" == Failed ]] && break
+  sleep 0.5
+done
+out="$(kubectl_ -n "$ns" logs client 2>&1 || true)"
+if [[ "$phase_" != Succeeded || "$out" != *"arkouda-k8s cluster smoke"* ]]; then
+  kubectl_ -n "$ns" get pods,svc,endpointslices -o wide >&2 || true
+  die "smoke: client pod could not fetch http://web.$ns.svc.$CLUSTER_DOMAIN/ (phase '$phase_', output: $out) — check $LOGS/coredns.log and $LOGS/kube-proxy.log"
+fi
+kubectl_ delete namespace "$ns" --wait=true --timeout=90s >/dev/null
+log "smoke: pod -> Service DNS name -> pod works under PodSecurity restricted ($(( $(date +%s) - start ))s)"

@@ -1,0 +1,36 @@
+# The local one-node Kubernetes (hack/cluster/, design and versions in hack/cluster/README.md): binaries built
+# from the Go module proxy into the tools cache, cached by version; the node's state under $(CLUSTER_DIR).
+# cluster-tools is not part of `make tools` (a cold build takes long); cluster-up builds what is missing.
+
+CLUSTER_DIR ?= $(CACHE_DIR)/cluster
+export CLUSTER_DIR
+CLUSTER_SH := $(REPO_ROOT)/hack/cluster
+
+LINT_TARGETS += lint-cluster
+
+.PHONY: cluster-tools cluster-tools-mod cluster-up cluster-down cluster-load-images cluster-kubeconfig \
+	cluster-smoke lint-cluster
+
+cluster-tools: ## Build etcd, the Kubernetes components, kubectl and CoreDNS into the tools cache (cached by version)
+	@$(CLUSTER_SH)/build.sh
+
+cluster-tools-mod: ## Regenerate hack/cluster/tools/*/go.mod for the versions in hack/versions.env (then commit)
+	@$(CLUSTER_SH)/gen-tools-mod.sh
+
+cluster-up: deps cluster-tools ## Start (or re-check) the local one-node cluster; prints each phase's duration
+	@$(CLUSTER_SH)/up.sh
+
+cluster-down: ## Stop the local cluster's processes and remove its mounts, network, iptables chains and state
+	@$(CLUSTER_SH)/down.sh
+
+cluster-load-images: ## Import every image archive in $(CACHE_DIR)/images into the node's containerd (k8s.io)
+	@$(CLUSTER_SH)/load-images.sh
+
+cluster-kubeconfig: ## Print the path of the local cluster's admin kubeconfig
+	@echo "$(CLUSTER_DIR)/kubeconfig/admin.kubeconfig"
+
+cluster-smoke: ## Re-run the cluster smoke test (restricted pod -> Service DNS name -> pod)
+	@$(CLUSTER_SH)/smoke.sh
+
+lint-cluster: venv ## Lint the cluster scripts (shellcheck)
+	@$(VENV)/bin/shellcheck -x -P $(CLUSTER_SH) $(CLUSTER_SH)/*.sh && echo "lint-cluster: shellcheck clean"
