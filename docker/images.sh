@@ -94,6 +94,11 @@ cmd_build() {
       ;;
     mpi) args+=(--target runtime) ;;
   esac
+  # Where PyPI is reached through a TLS-inspecting proxy, pip in the build needs the host's CA bundle: pass
+  # it as the build secret pip-ca (mounted for the pip steps only; not part of the image or its inputs hash).
+  local -a secret=()
+  local pip_ca=${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}
+  [ -z "$pip_ca" ] || [ ! -s "$pip_ca" ] || secret=(--secret "id=pip-ca,src=$pip_ca")
   # shellcheck disable=SC2206 # EXTRA_BUILD_ARGS is a word list on purpose
   args+=(${EXTRA_BUILD_ARGS:-})
   # The wheel's own bytes change on every rebuild (zip timestamps); its source hash (.src-hash) does not,
@@ -109,7 +114,8 @@ cmd_build() {
   mkdir -p "$REPO_ROOT/_out/images"
   local logf=$REPO_ROOT/_out/images/build-$name.log
   if ! buildah bud --layers --isolation chroot --network host --format "$format" \
-        --label "$LABEL=$inputs" "${args[@]}" -f "$dockerfile" -t "$image" "$REPO_ROOT" >"$logf" 2>&1; then
+        --label "$LABEL=$inputs" "${args[@]}" "${secret[@]}" -f "$dockerfile" -t "$image" "$REPO_ROOT" \
+        >"$logf" 2>&1; then
     tail -n 30 "$logf" >&2
     die "buildah bud of $image failed (full log: $logf)"
   fi

@@ -21,9 +21,8 @@ def sh(*args: str, timeout: float = 120) -> str:
 
 
 def image_config(image: str) -> dict[str, Any]:
-    cfg: dict[str, Any] = json.loads(
-        sh("buildah", "inspect", "--type", "image", "--format", "{{json .OCIv1.Config}}", image)
-    )
+    info = json.loads(sh("buildah", "inspect", "--type", "image", image))
+    cfg: dict[str, Any] = info["OCIv1"]["config"]
     return cfg
 
 
