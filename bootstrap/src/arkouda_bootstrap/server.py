@@ -110,6 +110,19 @@ def prepare_server(
     return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
 
 
+def _own_uid(api: KubeApi, settings: ServerSettings) -> str:
+    """The server pod's uid ties Events to it for `kubectl describe`; without `get pods` they still get created."""
+    try:
+        own = api.get_pod(namespace=settings.namespace, name=settings.pod_name)
+    except BootstrapError as exc:
+        log.warning("Events will not carry the pod uid: %s", exc)
+        return ""
+    if own is None:
+        log.warning("pod %s not found in namespace %s (--pod-name, POD_NAME)", settings.pod_name, settings.namespace)
+        return ""
+    return own.uid
+
+
 def run_server(
     api: KubeApi,
     settings: ServerSettings,
@@ -119,9 +132,8 @@ def run_server(
     grace_seconds: float = 10.0,
 ) -> int:
     """Returns the exit status (the child's, or EXIT_LOCALE_LOST)."""
-    own = api.get_pod(namespace=settings.namespace, name=settings.pod_name)
     recorder = EventRecorder(
-        api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=own.uid if own else "")
+        api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=_own_uid(api, settings))
     )
     prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
     if not prepared.plan.argv:

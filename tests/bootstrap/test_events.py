@@ -1,0 +1,54 @@
+"""Events are attached to the server pod and never fail the run (FakeKube is the kube seam's test double)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from arkouda_bootstrap.config import ServerSettings
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.events import EventRecorder, Reason
+from arkouda_bootstrap.kube import PodRef
+from arkouda_bootstrap.server import _own_uid
+from fakes import FakeKube, make_pod
+
+POD = PodRef(namespace="ns", name="r-arkouda-server-0", uid="u0")
+
+
+def test_reasons_and_types() -> None:
+    api = FakeKube()
+    rec = EventRecorder(api, POD)
+    for reason in Reason:
+        rec.emit(reason, f"msg {reason.value}")
+    assert [(e.reason, e.type) for e in api.created_events] == [
+        ("LocalesReady", "Normal"),
+        ("ProbeFailed", "Warning"),
+        ("Launched", "Normal"),
+        ("LocaleLost", "Warning"),
+        ("WaitTimeout", "Warning"),
+    ]
+    assert all(e.pod == POD for e in api.created_events)
+
+
+def test_failed_event_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    api = FakeKube(fail_with={"create_event": BootstrapError("missing RBAC: create events in namespace ns")})
+    EventRecorder(api, POD).emit(Reason.LAUNCHED, "x")
+    assert "could not emit event Launched on pod r-arkouda-server-0: missing RBAC: create events" in caplog.text
+
+
+def settings() -> ServerSettings:
+    return ServerSettings(
+        namespace="ns", num_locales=1, selector="a=b", pod_name="r-arkouda-server-0", pod_ip="10.0.0.1"
+    )
+
+
+def test_own_uid_is_best_effort(caplog: pytest.LogCaptureFixture) -> None:
+    api = FakeKube()
+    api.pods["r-arkouda-server-0"] = make_pod("r-arkouda-server-0", uid="abc")
+    assert _own_uid(api, settings()) == "abc"
+    assert _own_uid(FakeKube(), settings()) == ""
+    forbidden = FakeKube(fail_with={"get_pod": BootstrapError("missing RBAC: get pods in namespace ns")})
+    caplog.set_level(logging.WARNING)
+    assert _own_uid(forbidden, settings()) == ""
+    assert "missing RBAC: get pods" in caplog.text
