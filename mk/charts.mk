@@ -1,8 +1,9 @@
 # Charts: the helm + helm-unittest toolchain and the chart checks.
 #
 # helm and helm-unittest are built from one Go module of ours (hack/tools: helm-unittest >= v1.0.2 carries a
-# `replace` directive, which Go ignores in a dependency, so our module repeats it). Both binaries come from one
-# `go build`, so the unittest plugin renders with the exact helm library of the helm CLI. The build lands in a
+# `replace` directive, which Go ignores in a dependency, so our module repeats it). The binaries come from one
+# `go build`, so the unittest plugin renders with the exact helm library of the helm CLI; psscheck
+# (hack/tools/cmd/psscheck) checks rendered pods with Kubernetes' own Pod Security admission library. The build lands in a
 # cache dir keyed by both versions and the hash of hack/tools/go.{mod,sum}, and is skipped when present.
 # Helm's own state (plugins, repositories, cache) lives under $(CACHE_DIR) too, never in ~/.config.
 
@@ -24,9 +25,10 @@ TEST_TARGETS += test-charts
 
 .PHONY: tools-helm lint-charts test-charts update-chart-snapshots
 
-tools-helm: $(HELM_TOOLS_DIR)/.done ## Build pinned helm and helm-unittest (plugin) into the tools cache
+tools-helm: $(HELM_TOOLS_DIR)/.done ## Build pinned helm, helm-unittest (plugin) and psscheck into the tools cache
 	@ln -sfn $(HELM_TOOLS_DIR)/helm $(BIN)/helm
 	@ln -sfn $(HELM_TOOLS_DIR)/helm-unittest $(BIN)/helm-unittest
+	@ln -sfn $(HELM_TOOLS_DIR)/psscheck $(BIN)/psscheck
 	@echo "tools-helm: $$(helm version --short), helm unittest $$(helm plugin list | awk '$$1 == "unittest" {print $$2}')"
 
 # The pins live in hack/versions.env; hack/tools/go.mod must require exactly those versions.
@@ -45,7 +47,7 @@ $(HELM_TOOLS_DIR)/.done:
 	    -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
 	    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$$kmaj -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$kmin \
 	    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$$kmaj -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$kmin" \
-	    helm.sh/helm/v3/cmd/helm github.com/helm-unittest/helm-unittest/cmd/helm-unittest; \
+	    helm.sh/helm/v3/cmd/helm github.com/helm-unittest/helm-unittest/cmd/helm-unittest ./cmd/psscheck; \
 	  echo "tools-helm: built in $$(( $$(date +%s) - start ))s (default Kubernetes version for templates: v$$kmaj.$$kmin)"
 	@# helm-unittest as a helm plugin without its download hooks: our binary plus a plugin.yaml naming it.
 	@mkdir -p $(HELM_TOOLS_DIR).tmp/plugins/unittest
@@ -57,7 +59,7 @@ $(HELM_TOOLS_DIR)/.done:
 
 CHART_UNITTEST_FLAGS ?=
 
-lint-charts: ## helm lint --strict + helm template of the chart with its defaults and every values/*.yaml
+lint-charts: ## helm lint --strict, helm template and Pod Security "restricted" (psscheck) for the defaults and every values/*.yaml
 	@$(REPO_ROOT)/hack/tools/lint-charts.sh $(CHART_DIR) $(CHART_VALUES)
 
 test-charts: ## helm-unittest suites of the umbrella chart and both subcharts

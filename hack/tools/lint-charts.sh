@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Lints the arkouda chart (make lint-charts): `helm lint --strict` (subcharts included) and `helm template` with
-# the default values and with every override file given, plus two consistency checks helm cannot do:
+# Lints the arkouda chart (make lint-charts): `helm lint --strict` (subcharts included), `helm template` and
+# psscheck (Pod Security "restricted" by Kubernetes' admission library) with the default values and with every
+# override file given, plus two consistency checks helm cannot do:
 # the appVersion of all three Chart.yaml equals IMAGE_TAG (hack/versions.env; the image tag the chart defaults
 # to), and the `global` section of the three values.schema.json and values.yaml is identical (Helm hands the
 # umbrella's global values to each subchart, whose strict schema must accept exactly the same keys).
@@ -40,6 +41,23 @@ def global_block(path):
         if inside:
             out.append(line)
     return "\n".join(out).rstrip()
+# Every values key of the three schemas is in the README's reference (as `key`, subchart keys under their alias).
+readme = (root / "README.md").read_text()
+aliases = {"arkouda-locale": "locale.", "arkouda-server": "server."}
+def keys(schema, prefix):
+    for k, sub in schema.get("properties", {}).items():
+        if (k == "global" and prefix in aliases.values()) or (prefix == "" and k in ("locale", "server")):
+            continue  # documented once: the umbrella global table, the subchart tables
+        if sub.get("properties") and sub.get("additionalProperties") is False:
+            yield from keys(sub, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}"
+for f in files:
+    schema = json.loads(f.read_text())
+    prefix = aliases.get(f.parent.name, "")
+    missing = [k for k in keys(schema, prefix) if f"`{k}`" not in readme]
+    if missing:
+        sys.exit(f"lint-charts: {root / 'README.md'} does not document {', '.join(missing)} (from {f})")
 values = [root / "values.yaml", *sorted(root.glob("charts/*/values.yaml"))]
 for f in values[1:]:
     if global_block(f) != global_block(values[0]):
@@ -53,10 +71,17 @@ run() { # run LABEL CMD...: quiet on success, full output on failure
 }
 run "helm lint --strict --with-subcharts (defaults)" helm lint --strict --with-subcharts "$chart"
 run "helm template (defaults)" helm template lint "$chart" --namespace lint
+# Pod Security "restricted" for every pod template, checked by Kubernetes' admission library (psscheck), in both
+# modes and with authentication on (which adds the token volume to the test pod).
+for set in "" "--set server.authenticate=true" "--set global.mode=mpi"; do
+  # shellcheck disable=SC2086
+  run "psscheck restricted (defaults${set:+ $set})" bash -o pipefail -c "helm template lint '$chart' --namespace lint $set | psscheck -min-pods 5"
+done
 for f in "$@"; do
   name=${f#"$repo"/}
   # (no --with-subcharts here: helm would hand the umbrella's values file to the subcharts as their own)
   run "helm lint --strict -f $name" helm lint --strict "$chart" -f "$f"
   run "helm template -f $name" helm template lint "$chart" --namespace lint -f "$f"
+  run "psscheck restricted -f $name" bash -o pipefail -c "helm template lint '$chart' --namespace lint -f '$f' | psscheck -min-pods 5"
 done
 exit $fail
