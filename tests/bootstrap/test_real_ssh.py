@@ -255,3 +255,87 @@ def test_real_ssh_rejects_wrong_host_key_even_when_spawner_says_no(
         check=False,
     )
     assert ok.returncode == 0, ok.stderr
+
+
+def test_overridden_kex_is_used_by_ssh_and_probe_still_works(
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+    tmp_path: Path,
+) -> None:
+    """A site restoring the post-quantum exchange (issue 7) gets it on the real ssh; the probe keeps working
+    through curve25519-sha256@libssh.org."""
+    pq = "sntrup761x25519-sha512@openssh.com,curve25519-sha256@libssh.org"
+    sshd = start_locale(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
+        state_dir=shared_dir / "state",
+        port=free_port(),
+        extra_args=("--kex-algorithms", pq, "--ciphers", "chacha20-poly1305@openssh.com,aes256-gcm@openssh.com"),
+    )
+    sshds.append(sshd)
+    assert f"KexAlgorithms {pq}" in (sshd.state_dir / "sshd_config").read_text()
+    (tmp_path / "id").write_bytes(secret_data[keys.CLIENT_KEY])
+    (tmp_path / "id").chmod(0o600)
+    (tmp_path / "known_hosts").write_bytes(secret_data[keys.KNOWN_HOSTS])
+    files = ssh.write_client_files(
+        state_dir=tmp_path,
+        user=sshd.user,
+        port=sshd.port,
+        identity_file=tmp_path / "id",
+        known_hosts=tmp_path / "known_hosts",
+        tuning=SshTuning(kex_algorithms=pq, ciphers="chacha20-poly1305@openssh.com"),
+        connect_timeout=5,
+        prewarm=False,
+    )
+    result = subprocess.run(
+        ["ssh", "-v", "-F", str(files.config), "127.0.0.1", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "kex: algorithm: sntrup761x25519-sha512@openssh.com" in result.stderr
+    ssh.probe_all(
+        [ssh.Host("127.0.0.1", "arkouda-locale-0")],
+        port=sshd.port,
+        user=sshd.user,
+        client_key=client_key(secret_data, tmp_path),
+        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+        timeout=5,
+        policy=FAST,
+    )
+
+
+def test_probe_without_common_kex_is_fatal_with_advice(
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    sshd = start_locale(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
+        state_dir=shared_dir / "state",
+        port=free_port(),
+        extra_args=("--kex-algorithms", "sntrup761x25519-sha512@openssh.com"),
+    )
+    sshds.append(sshd)
+    with pytest.raises(BootstrapError, match="must keep one the probe \\(paramiko\\) speaks"):
+        ssh.probe_all(
+            [ssh.Host("127.0.0.1", "arkouda-locale-0")],
+            port=sshd.port,
+            user=sshd.user,
+            client_key=client_key(secret_data, tmp_path),
+            pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+            timeout=5,
+            policy=FAST,
+        )
+    assert "attempt 2/3" not in caplog.text

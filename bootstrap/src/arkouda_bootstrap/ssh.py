@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
+from paramiko.ssh_exception import IncompatiblePeer
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from arkouda_bootstrap.config import DEFAULT_CONTROL_PERSIST, SshTuning
@@ -176,6 +177,10 @@ class CommandFailedError(ProbeError):
     pass
 
 
+class IncompatibleAlgorithmsError(ProbeError):
+    pass
+
+
 def load_client_key(path: Path) -> paramiko.PKey:
     try:
         return paramiko.Ed25519Key.from_private_key_file(str(path))
@@ -198,6 +203,12 @@ def probe_once(
         transport.handshake_timeout = timeout
         try:
             transport.start_client(timeout=timeout)
+        except IncompatiblePeer as exc:
+            raise IncompatibleAlgorithmsError(
+                f"no key exchange/cipher in common with {host.address}:{port} ({exc}); the sshd's KexAlgorithms "
+                f"must keep one the probe (paramiko) speaks, e.g. curve25519-sha256@libssh.org, and its Ciphers "
+                "one of aes128-gcm@openssh.com, aes256-gcm@openssh.com, aes128-ctr, aes256-ctr"
+            ) from None
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise TransientProbeError(f"ssh handshake with {host.address}:{port}: {exc}") from None
         server_key = transport.get_remote_server_key()
