@@ -48,10 +48,10 @@ if pid_alive containerd; then
 fi
 stop containerd
 # Shims of our containerd outlive it by design; they carry our socket path on their command line.
-for p in /proc/[0-9]*; do
-  if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "-address $CONTAINERD_SOCK "; then
-    kill -KILL "${p#/proc/}" 2>/dev/null && log "killed leftover shim ${p#/proc/}"
-  fi
+sock_re="$(printf '%s' "$CONTAINERD_SOCK" | sed 's/[.[\*^$]/\\&/g')"
+for pid in $(pgrep -f -- "-address ${sock_re}( |$)" || true); do
+  [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == */containerd-shim* ]] || continue
+  kill -KILL "$pid" 2>/dev/null && log "killed leftover shim $pid"
 done
 
 # 3. kube-proxy's iptables rules (it knows its own chains).
