@@ -250,3 +250,21 @@ def test_extra_pods_beyond_expected_are_ignored() -> None:
     pods = wait_for_locales(api, namespace="ns", selector="s=1", expected=3, timeout=1, report=lambda _: None)
     assert [p.name for p in pods] == ["r-0", "r-1", "r-2"]
     _ = END
+
+
+def test_watches_ending_at_once_do_not_busy_loop() -> None:
+    clock = FakeClock()
+    api = FakeKube()  # empty script, no idle hook: every watch returns immediately without events
+    api.pods["r-0"] = make_pod("r-0", ready=False)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.advance(seconds)
+
+    with pytest.raises(WaitTimeoutError):
+        wait_for_locales(
+            api, namespace="ns", selector="s=1", expected=1, timeout=3, report=lambda _: None, clock=clock, sleep=sleep
+        )
+    assert slept == [1, 1, 1]
+    assert [c[0] for c in api.calls].count("watch_pods") == 3

@@ -157,6 +157,7 @@ def wait_for_locales(
     report: Callable[[str], None],
     clock: Callable[[], float] = time.monotonic,
     chunk_seconds: int = WATCH_CHUNK_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[PodInfo]:
     """Block until `expected` locale pods are Ready with an IP; return them in ordinal order.
 
@@ -203,9 +204,11 @@ def wait_for_locales(
                 if remaining <= 0:
                     raise WaitTimeoutError(f"timed out after {timeout:g}s: {last_line}")
                 seconds = max(1, min(chunk_seconds, int(remaining + 0.999)))
+                started, seen = clock(), 0
                 for event in api.watch_pods(
                     namespace=namespace, selector=selector, resource_version=rv, timeout_seconds=seconds
                 ):
+                    seen += 1
                     if event.resource_version:
                         rv = event.resource_version
                     if event.pod is None:
@@ -218,6 +221,8 @@ def wait_for_locales(
                         return result
                     if clock() >= deadline:
                         break
+                if seen == 0 and clock() - started < 1:
+                    sleep(1)  # a server that ends watches at once must not turn this into a busy loop
                 # the watch chunk ended: reasons may have changed in Events without a pod change
                 events_cache.clear()
                 if (result := check(pods)) is not None:

@@ -9,6 +9,7 @@ import logging
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -86,6 +87,7 @@ class LocaleMonitor:
                     if reason is not None:
                         on_lost(reason)
                         return
+                started, seen = time.monotonic(), 0
                 for event in self._api.watch_pods(
                     namespace=self._namespace,
                     selector=self._selector,
@@ -94,6 +96,7 @@ class LocaleMonitor:
                 ):
                     if self._stop.is_set():
                         return
+                    seen += 1
                     if event.resource_version:
                         rv = event.resource_version
                     if event.pod is None or event.pod.name not in self._tracked:
@@ -102,6 +105,8 @@ class LocaleMonitor:
                     if reason is not None:
                         on_lost(reason)
                         return
+                if seen == 0 and time.monotonic() - started < 1:
+                    self._stop.wait(1)  # never a busy loop on a server that ends watches at once
             except GoneError:
                 rv = None
             except BootstrapError as exc:  # API trouble is not a lost locale: keep the program running
