@@ -1,0 +1,22 @@
+# End-to-end suite and demo on a real cluster: the project's local one-node Kubernetes (hack/cluster/,
+# mk/cluster.mk) unless told otherwise.
+
+E2E_PYTEST_ARGS ?=
+E2E_TARGETS += e2e-run
+LINT_TARGETS += lint-e2e
+
+.PHONY: e2e-run e2e-prepare lint-e2e demo
+
+# The cluster and the images the suite needs: the node, then `make images`, then the images imported into
+# the node's containerd (values/local.yaml never pulls).
+e2e-prepare: images cluster-up cluster-load-images
+
+e2e-run: e2e-prepare venv
+	@export KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)"; \
+	  echo "e2e: KUBECONFIG=$$KUBECONFIG"; \
+	  cd $(REPO_ROOT) && $(PY) -m pytest -c tests/e2e/pytest.ini tests/e2e -v -s -p no:cacheprovider --timeout=1800 \
+	    -o log_cli=true -o log_cli_level=INFO $(E2E_PYTEST_ARGS)
+
+lint-e2e: venv
+	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config tests/e2e/ruff.toml tests/e2e && \
+	  $(VENV)/bin/mypy --strict --ignore-missing-imports tests/e2e

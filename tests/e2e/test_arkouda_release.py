@@ -1,0 +1,220 @@
+"""Arkouda mode on the real local node: install, contract, security, recovery, upgrade, uninstall.
+
+The tests of this module run top to bottom against one release (pytest keeps file order); each asserts one
+claim the README makes. The image runs the stand-in for arkouda_server (a test double for the Chapel binary,
+docker/arkouda/standin/) which does what amudprun's SSH spawner does, so the launch path itself is real:
+real pods, real sshd, real ssh with our config, real GASNet-style environment.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, release_records, wait_for
+
+log = logging.getLogger(__name__)
+
+RELEASE = "ak"
+LOCALE_SEL = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=locale"
+SERVER_SEL = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=server"
+RELEASE_SEL = f"app.kubernetes.io/instance={RELEASE}"
+SERVER_POD = f"{RELEASE}-arkouda-server-0"
+SECRET = f"{RELEASE}-arkouda-ssh"
+REPORT_PREFIX = "STANDIN-LAUNCH-REPORT "
+
+
+@pytest.fixture(scope="module")
+def ns(make_namespace: Any) -> str:
+    name: str = make_namespace("ak-e2e")
+    return name
+
+
+def server_restarts(kube: Kube, ns: str) -> int:
+    pod = kube.core.read_namespaced_pod(SERVER_POD, ns)
+    return sum(c.restart_count for c in (pod.status.container_statuses or []) if c.name == "server")
+
+
+def test_install_with_wait(kube: Kube, ns: str) -> None:
+    t0 = time.monotonic()
+    helm("install", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
+         "--wait", "--timeout", "8m", timeout=600)
+    log.info("helm install --wait took %.1fs", time.monotonic() - t0)
+    pods = kube.watch_pods_until(ns, RELEASE_SEL, all_ready(3), timeout=60, what="3 Ready pods of the release")
+    assert sorted(p.metadata.name for p in pods) == sorted(
+        [SERVER_POD, f"{RELEASE}-arkouda-locale-0", f"{RELEASE}-arkouda-locale-1"])
+
+
+def test_keygen_hook_succeeded_and_was_cleaned_up(kube: Kube, ns: str) -> None:
+    jobs = kube.batch.list_namespaced_job(ns).items
+    assert [j.metadata.name for j in jobs] == [], "hook Jobs must be deleted after they succeeded"
+    secret = kube.core.read_namespaced_secret(SECRET, ns)
+    assert {"id_ed25519", "id_ed25519.pub", "authorized_keys", "ssh_host_ed25519_key",
+            "ssh_host_ed25519_key.pub", "known_hosts"} <= set(secret.data)
+    assert secret.metadata.labels.get("app.kubernetes.io/managed-by") == "arkouda-bootstrap"
+
+
+def test_server_found_and_probed_every_locale(kube: Kube, ns: str) -> None:
+    logs = kube.logs(ns, SERVER_POD, "server")
+    locales = kube.pods(ns, LOCALE_SEL)
+    assert len(locales) == 2
+    for pod in locales:
+        assert pod.status.pod_ip in logs, f"server log never mentions {pod.metadata.name} ({pod.status.pod_ip})"
+    assert re.search(r"probe", logs, re.I), "server log has no probe lines"
+    reasons = {e.reason for e in kube.events_for(ns, SERVER_POD)}
+    assert {"LocalesReady", "Launched"} <= reasons, f"server pod Events: {sorted(reasons)}"
+
+
+def launch_report(logs: str) -> dict[str, Any]:
+    """The last launch report the arkouda_server stand-in printed (docker/arkouda/standin/)."""
+    reports = [ln.split(REPORT_PREFIX, 1)[1] for ln in logs.splitlines() if REPORT_PREFIX in ln]
+    assert reports, f"no {REPORT_PREFIX.strip()} line in the server log:\n{logs[-3000:]}"
+    report: dict[str, Any] = json.loads(reports[-1])
+    return report
+
+
+def test_arkouda_launch_contract(kube: Kube, ns: str) -> None:
+    """What amudprun's SSH spawner needs, checked on every locale by the stand-in that does what it does:
+    host order (own pod IP first, then StatefulSet ordinals), the same binary path everywhere, uid 1000,
+    ssh through our config, GASNET_MASTERIP = server pod IP, and -nl N."""
+    server = kube.core.read_namespaced_pod(SERVER_POD, ns)
+    locales = {p.metadata.name: p for p in kube.pods(ns, LOCALE_SEL)}
+    expected_hosts = [server.status.pod_ip] + [locales[f"{RELEASE}-arkouda-locale-{i}"].status.pod_ip
+                                               for i in range(2)]
+    expected_names = [SERVER_POD] + [f"{RELEASE}-arkouda-locale-{i}" for i in range(2)]
+    report = launch_report(kube.logs(ns, SERVER_POD, "server"))
+    assert report["standIn"] is True
+    assert report["numLocales"] == 3, "the bootstrap must append -nl <global.numLocales>"
+    assert report["spawner"]["servers"][:3] == expected_hosts, "SSH_SERVERS: own pod IP first, then ordinals"
+    assert report["spawner"]["env"].get("GASNET_MASTERIP") == server.status.pod_ip
+    assert report["spawner"]["env"].get("GASNET_SPAWNFN") == "S"
+    ssh = " ".join([report["spawner"]["sshCmd"], report["spawner"]["sshOptions"]])
+    assert "-F" in ssh.split() or "-F" in ssh, f"the spawner's ssh must use the bootstrap's config: {ssh}"
+    paths = {loc["binary"] for loc in report["locales"]}
+    assert paths == {"/opt/arkouda/bin/arkouda_server_real"}, paths
+    for i, loc in enumerate(report["locales"]):
+        assert loc["locale"] == i
+        assert loc["ip"] == expected_hosts[i], f"locale {i} ran on {loc['ip']}, expected {expected_hosts[i]}"
+        assert loc["hostname"] == expected_names[i]
+        assert loc["uid"] == 1000, f"locale {i} runs as uid {loc['uid']}"
+        assert any(a.startswith("--ServerPort") for a in loc["args"]), loc["args"]
+
+
+def test_helm_test_passes(ns: str) -> None:
+    proc = helm("test", RELEASE, "-n", ns, "--logs", "--timeout", "5m", timeout=400)
+    assert "Phase:          Succeeded" in proc.stdout or "Succeeded" in proc.stdout, proc.stdout
+
+
+def test_release_records_hold_no_private_key(kube: Kube, ns: str) -> None:
+    records = release_records(kube, ns, RELEASE)
+    assert records, "no Helm release records found"
+    secret = kube.core.read_namespaced_secret(SECRET, ns)
+    private = base64.b64decode(secret.data["id_ed25519"]).decode()
+    host_private = base64.b64decode(secret.data["ssh_host_ed25519_key"]).decode()
+    body_lines = [ln for ln in (private + host_private).splitlines() if ln and "PRIVATE KEY" not in ln]
+    for text in records:
+        assert "PRIVATE KEY" not in text
+        for ln in body_lines:
+            assert ln not in text, "a line of the generated private keys appears in Helm's release records"
+
+
+def test_bootstrap_kube_code_runs_with_the_charts_own_rbac(kube: Kube, ns: str, tmp_path: Any) -> None:
+    """The bootstrap's seam (list+watch pods, pod Events, create Event) against the real API server, with a
+    token of the chart's server ServiceAccount: its Role must allow exactly what the bootstrap needs."""
+    from arkouda_bootstrap.discovery import wait_for_locales
+    from arkouda_bootstrap.errors import BootstrapError
+    from arkouda_bootstrap.kube import KubernetesApi, PodRef
+
+    sa = f"{RELEASE}-arkouda-server"
+    kubeconfig = tmp_path / "sa.kubeconfig"
+    write_sa_kubeconfig(kube, ns, sa, kubeconfig)
+    api = KubernetesApi.from_kubeconfig(kubeconfig)
+    lines: list[str] = []
+    pods = wait_for_locales(api, namespace=ns, selector=LOCALE_SEL, expected=2, timeout=30, report=lines.append)
+    assert [p.name for p in pods] == [f"{RELEASE}-arkouda-locale-0", f"{RELEASE}-arkouda-locale-1"]
+    server = kube.core.read_namespaced_pod(SERVER_POD, ns)
+    api.create_event(pod=PodRef(name=SERVER_POD, namespace=ns, uid=server.metadata.uid),
+                     reason="E2EProbe", message="event written with the server ServiceAccount")
+    assert "E2EProbe" in {e.reason for e in kube.events_for(ns, SERVER_POD)}
+    # least privilege: the same identity may not read the key Secret, and the error names the RBAC verb
+    with pytest.raises(BootstrapError, match=r"missing RBAC: get secrets"):
+        api.get_secret(namespace=ns, name=SECRET)
+
+
+def write_sa_kubeconfig(kube: Kube, ns: str, sa: str, path: Any) -> None:
+    req = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
+                                                                             expiration_seconds=600))
+    token = kube.core.create_namespaced_service_account_token(sa, ns, req).status.token
+    cfg = kube.api.configuration
+    ca = cfg.ssl_ca_cert
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": cfg.host, "certificate-authority": ca}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": ns}}],
+        "current-context": "x",
+    }))
+
+
+def test_locale_loss_restarts_the_server_and_the_release_recovers(kube: Kube, ns: str) -> None:
+    before = server_restarts(kube, ns)
+    victim = f"{RELEASE}-arkouda-locale-1"
+    t0 = time.monotonic()
+    kube.core.delete_namespaced_pod(victim, ns, grace_period_seconds=0)
+
+    def restarted_and_ready(pods: list[Any]) -> bool:
+        srv = [p for p in pods if p.metadata.name == SERVER_POD]
+        if not srv:
+            return False
+        restarts = sum(c.restart_count for c in (srv[0].status.container_statuses or []) if c.name == "server")
+        return restarts > before and all_ready(3)(pods)
+
+    kube.watch_pods_until(ns, RELEASE_SEL, restarted_and_ready, timeout=300,
+                          what="the server to restart and all 3 pods to be Ready again")
+    elapsed = time.monotonic() - t0
+    print(f"\nrecovery: locale pod deleted -> release Ready again in {elapsed:.1f}s")
+    reasons = {e.reason for e in kube.events_for(ns, SERVER_POD)}
+    assert "LocaleLost" in reasons, f"server pod Events: {sorted(reasons)}"
+    previous = kube.logs(ns, SERVER_POD, "server", previous=True)
+    assert victim in previous, "the terminated server's log does not name the lost locale"
+
+
+def test_upgrade_from_3_to_4_locales(kube: Kube, ns: str) -> None:
+    helm("upgrade", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
+         "--set", "global.numLocales=4", "--wait", "--timeout", "8m", timeout=600)
+    pods = kube.watch_pods_until(ns, RELEASE_SEL, all_ready(4), timeout=300, what="4 Ready pods after upgrade")
+    assert len([p for p in pods if p.metadata.labels["app.kubernetes.io/component"] == "locale"]) == 3
+
+    def launched_with_4() -> bool:
+        logs = kube.logs(ns, SERVER_POD, "server")
+        return REPORT_PREFIX in logs and launch_report(logs)["numLocales"] == 4
+
+    wait_for("the server to launch 4 locales", launched_with_4, timeout=180, interval=3,
+             describe=lambda: kube.logs(ns, SERVER_POD, "server")[-3000:])
+    helm("test", RELEASE, "-n", ns, "--logs", "--timeout", "5m", timeout=400)
+
+
+def test_uninstall_leaves_nothing(kube: Kube, ns: str) -> None:
+    helm("uninstall", RELEASE, "-n", ns, "--wait", "--timeout", "5m", timeout=400)
+
+    def leftovers() -> list[str]:
+        left = [f"pod/{p.metadata.name}" for p in kube.core.list_namespaced_pod(ns).items]
+        left += [f"service/{s.metadata.name}" for s in kube.core.list_namespaced_service(ns).items]
+        left += [f"secret/{s.metadata.name}" for s in kube.core.list_namespaced_secret(ns).items]
+        left += [f"job/{j.metadata.name}" for j in kube.batch.list_namespaced_job(ns).items]
+        left += [f"configmap/{c.metadata.name}" for c in kube.core.list_namespaced_config_map(ns).items
+                 if c.metadata.name != "kube-root-ca.crt"]
+        left += [f"serviceaccount/{s.metadata.name}" for s in kube.core.list_namespaced_service_account(ns).items
+                 if s.metadata.name != "default"]
+        left += [f"role/{r.metadata.name}" for r in kube.rbac.list_namespaced_role(ns).items]
+        return left
+
+    wait_for("uninstall to remove every object of the release", lambda: not leftovers() or None, timeout=120,
+             describe=lambda: "left: " + ", ".join(leftovers()))

@@ -1,0 +1,85 @@
+"""mode: mpi on the real local node: the hybrid MPI+OpenMP hello over the server pod and a locale pod, started
+by mpirun over the bootstrap's ssh setup; then the Himeno-style benchmark through the same path."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, wait_for
+
+log = logging.getLogger(__name__)
+
+RELEASE = "mpi"
+RELEASE_SEL = f"app.kubernetes.io/instance={RELEASE}"
+SERVER_POD = f"{RELEASE}-arkouda-server-0"
+HELLO = re.compile(r"^Hello from thread (\d+) out of (\d+) from process (\d+) out of (\d+) on (\S+)$")
+
+
+@pytest.fixture(scope="module")
+def ns(make_namespace: Any) -> str:
+    name: str = make_namespace("mpi-e2e")
+    return name
+
+
+def results(kube: Kube, ns: str, timeout: float = 300) -> str:
+    """The output the server pod serves after mpirun finished (the same file `helm test` reads)."""
+    def fetch() -> str | None:
+        ip = kube.core.read_namespaced_pod(SERVER_POD, ns).status.pod_ip
+        if not ip:
+            return None
+        try:
+            with urllib.request.urlopen(f"http://{ip}:8080/output.txt", timeout=5) as resp:
+                return str(resp.read().decode())
+        except OSError:
+            return None
+
+    return wait_for("the MPI output served by the server pod", fetch, timeout=timeout, interval=2,
+                    describe=lambda: kube.describe_pods(ns) + "\n" + kube.logs(ns, SERVER_POD, "server")[-3000:])
+
+
+def test_hybrid_hello_runs_over_the_locale_pods(kube: Kube, ns: str) -> None:
+    helm("install", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "mpi-hybrid.yaml"), *image_args(),
+         "--wait", "--timeout", "8m", timeout=600)
+    pods = kube.watch_pods_until(ns, RELEASE_SEL, all_ready(2), timeout=120, what="2 Ready pods")
+    hostnames = {p.metadata.name for p in pods}
+    text = results(kube, ns)
+    seen: collections.Counter[tuple[int, int]] = collections.Counter()
+    hosts = set()
+    for line in text.splitlines():
+        m = HELLO.match(line.strip())
+        if m:
+            thread, threads, rank, ranks, host = m.groups()
+            assert (int(threads), int(ranks)) == (2, 2), line
+            seen[(int(rank), int(thread))] += 1
+            hosts.add(host)
+    print("\n" + "\n".join(ln for ln in text.splitlines() if HELLO.match(ln.strip())))
+    assert seen == {(r, t): 1 for r in range(2) for t in range(2)}, f"hello lines:\n{text}"
+    assert hosts == hostnames, f"ranks ran on {sorted(hosts)}, expected one per pod {sorted(hostnames)}"
+
+
+def test_helm_test_checks_the_hello_output(ns: str) -> None:
+    helm("test", RELEASE, "-n", ns, "--logs", "--timeout", "5m", timeout=400)
+
+
+def test_himeno_benchmark_runs_and_reports_mflops(kube: Kube, ns: str) -> None:
+    before = kube.core.read_namespaced_pod(SERVER_POD, ns).metadata.uid
+    helm("upgrade", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "mpi-hybrid.yaml"), *image_args(),
+         "--set", "server.mpi.command=/opt/mpi-demo/bin/himeno", "--set", "server.mpi.args={S}",
+         "--set", "tests.enabled=false", "--wait", "--timeout", "8m", timeout=600)
+
+    def new_server(pods: list[Any]) -> bool:
+        return all_ready(2)(pods) and any(p.metadata.name == SERVER_POD and p.metadata.uid != before for p in pods)
+
+    kube.watch_pods_until(ns, RELEASE_SEL, new_server, timeout=300, what="the server pod rolled for himeno")
+    t0 = time.monotonic()
+    text = results(kube, ns, timeout=600)
+    m = re.search(r"MFLOPS[^0-9]*([0-9.]+)", text)
+    assert m, f"no MFLOPS figure in the benchmark output:\n{text}"
+    print(f"\nhimeno over 2 pods: {float(m.group(1)):.1f} MFLOPS (output after {time.monotonic() - t0:.0f}s)")
