@@ -113,6 +113,14 @@ SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
 }
 
 
+EPILOGS = {
+    "server": "Everything after `--` is the command to launch (arkouda: -nl N is appended), e.g. "
+    "arkouda-bootstrap server -- /opt/arkouda/bin/arkouda_server --ServerPort=5555",
+    "keygen": "Exits 0 when the Secret was created or already valid; an invalid Secret is an error naming the field.",
+    "locale": "Ends by exec'ing `sshd -D -e`; sshd logs to stderr.",
+}
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         sub = self.prog[len(PROG) :].strip()
@@ -124,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="subcommand", metavar="{keygen,locale,server,probe}", parser_class=_Parser)
     for name, (text, opts) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=text, description=text)
+        p = sub.add_parser(name, help=text, description=text, epilog=EPILOGS.get(name))
         for opt in [*COMMON, *opts]:
             env = f" [env {opt.env}]" if opt.env else ""
             default = f" (default {opt.default})" if opt.default is not None else ""
