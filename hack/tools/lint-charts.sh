@@ -71,7 +71,8 @@ run() { # run LABEL CMD...: quiet on success, full output on failure
 }
 run "helm lint --strict --with-subcharts (defaults)" helm lint --strict --with-subcharts "$chart"
 run "helm template (defaults)" helm template lint "$chart" --namespace lint
-# Pod Security "restricted" for every pod template, checked by Kubernetes' admission library (psscheck), in both
+# Strict decoding of every object into its Kubernetes type, and Pod Security "restricted" for every pod template
+# checked by Kubernetes' admission library (psscheck), in both
 # modes and with authentication on (which adds the token volume to the test pod).
 for set in "" "--set server.authenticate=true" "--set global.mode=mpi"; do
   # shellcheck disable=SC2086

@@ -1,7 +1,10 @@
 // Command psscheck evaluates every pod template in a multi-document manifest stream (`helm template` output on
 // stdin) against Pod Security Standards with the Kubernetes admission library itself
 // (k8s.io/pod-security-admission), so "every pod passes restricted" is checked by the same code that enforces
-// it in a cluster, not by a hand-made list of fields. Exit 1 and one line per violation, naming the object.
+// it in a cluster, not by a hand-made list of fields. Every document is also decoded strictly into its
+// Kubernetes type (unknown or duplicate fields are errors, as with kubectl's server-side field validation), so a
+// misspelled field in a template cannot silently drop a setting. Exit 1 and one line per problem, naming the
+// object.
 //
 // Usage: helm template ... | psscheck [-level restricted] [-min-pods N]
 package main
@@ -18,6 +21,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	psapi "k8s.io/pod-security-admission/api"
@@ -41,8 +46,8 @@ func main() {
 	lv := psapi.LevelVersion{Level: lvl, Version: psapi.LatestVersion()}
 
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(os.Stdin))
-	decoder := scheme.Codecs.UniversalDeserializer()
-	pods, failed := 0, 0
+	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	docs, pods, failed := 0, 0, 0
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
@@ -53,9 +58,18 @@ func main() {
 			os.Exit(2)
 		}
 		obj, gvk, err := decoder.Decode(doc, nil, nil)
-		if err != nil || gvk == nil {
-			continue // not a typed Kubernetes object (comments, empty documents, CRDs)
+		if err != nil {
+			if runtime.IsMissingKind(err) || runtime.IsNotRegisteredError(err) {
+				continue // an empty/comment-only document, or a kind outside client-go's scheme (CRDs)
+			}
+			failed++
+			fmt.Printf("psscheck: invalid manifest: %v\n", err)
+			continue
 		}
+		if gvk == nil {
+			continue
+		}
+		docs++
 		var name string
 		var meta *metav1.ObjectMeta
 		var spec *corev1.PodSpec
@@ -87,5 +101,5 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
-	fmt.Printf("psscheck: %d pod templates pass Pod Security %q\n", pods, *level)
+	fmt.Printf("psscheck: %d objects decode strictly, %d pod templates pass Pod Security %q\n", docs, pods, *level)
 }
