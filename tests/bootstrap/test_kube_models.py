@@ -11,6 +11,7 @@ from arkouda_bootstrap.kube import (
     GoneError,
     KubernetesApi,
     event_from_model,
+    event_from_watch,
     pod_from_model,
     resolve_namespace,
     translate_api_error,
@@ -151,3 +152,20 @@ def test_from_kubeconfig_builds_a_seam(tmp_path: Any) -> None:
         "contexts: [{name: c, context: {cluster: k, user: u, namespace: ns}}]\n"
     )
     assert isinstance(KubernetesApi.from_kubeconfig(cfg), KubernetesApi)
+
+
+def test_event_from_watch() -> None:
+    ev = event_from_watch({"type": "MODIFIED", "object": v1pod(), "raw_object": {}})
+    assert ev is not None
+    assert (ev.type, ev.resource_version) == ("MODIFIED", "77")
+    assert ev.pod is not None
+    assert ev.pod.name == "rel-arkouda-locale-2"
+    # the client leaves BOOKMARK objects as raw dicts
+    bookmark = {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": "12345"}}
+    ev = event_from_watch({"type": "BOOKMARK", "object": bookmark, "raw_object": bookmark})
+    assert ev is not None
+    assert (ev.type, ev.pod, ev.resource_version) == ("BOOKMARK", None, "12345")
+    with pytest.raises(GoneError):
+        event_from_watch({"type": "ERROR", "object": {}, "raw_object": {"code": 410, "message": "too old"}})
+    with pytest.raises(BootstrapError, match="watch pods failed: 500"):
+        event_from_watch({"type": "ERROR", "object": {}, "raw_object": {"code": 500, "message": "boom"}})

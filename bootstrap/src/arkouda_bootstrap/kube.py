@@ -236,6 +236,29 @@ def _container_from_model(cs: Any) -> ContainerState:
     return ContainerState(name=name, state="unknown", ready=ready, restart_count=restarts)
 
 
+def event_from_watch(raw: Mapping[str, Any]) -> PodEvent | None:
+    """Convert one event of `kubernetes.watch.Watch().stream(list_namespaced_pod, ...)`.
+
+    BOOKMARK objects are left as raw dicts by the client (they are incomplete pods); ERROR 410 arrives as an
+    ApiException from the client, but a raw ERROR event is handled too."""
+    kind = raw.get("type")
+    obj = raw.get("object")
+    if kind == "BOOKMARK":
+        meta = obj.get("metadata", {}) if isinstance(obj, dict) else getattr(obj, "metadata", None)
+        rv = _s(meta.get("resourceVersion")) if isinstance(meta, dict) else _s(getattr(meta, "resource_version", ""))
+        return PodEvent(type="BOOKMARK", pod=None, resource_version=rv)
+    if kind in ("ADDED", "MODIFIED", "DELETED"):
+        pod = pod_from_model(obj)
+        return PodEvent(type=kind, pod=pod, resource_version=pod.resource_version)
+    if kind == "ERROR":
+        status = raw.get("raw_object") or {}
+        if status.get("code") == 410:
+            raise GoneError(_s(status.get("message")) or "410 Gone")
+        raise BootstrapError(f"watch pods failed: {status.get('code')} {status.get('message', '')}".rstrip())
+    log.debug("ignoring watch event of type %s", kind)
+    return None
+
+
 def event_from_model(event: Any) -> EventInfo:
     last = event.last_timestamp or event.event_time or event.first_timestamp
     if last is None and event.metadata is not None:
@@ -327,19 +350,9 @@ class KubernetesApi:
         )
         try:
             for raw in stream:
-                kind = raw.get("type")
-                obj = raw.get("object")
-                if kind == "BOOKMARK":
-                    rv = _s(getattr(getattr(obj, "metadata", None), "resource_version", ""))
-                    yield PodEvent(type="BOOKMARK", pod=None, resource_version=rv)
-                elif kind in ("ADDED", "MODIFIED", "DELETED"):
-                    pod = pod_from_model(obj)
-                    yield PodEvent(type=kind, pod=pod, resource_version=pod.resource_version)
-                elif kind == "ERROR":
-                    code = raw.get("raw_object", {}).get("code")
-                    if code == 410:
-                        raise GoneError(str(raw.get("raw_object", {}).get("message", "410 Gone")))
-                    raise BootstrapError(f"watch pods in namespace {namespace} failed: {raw.get('raw_object')}")
+                event = event_from_watch(raw)
+                if event is not None:
+                    yield event
         except ApiException as exc:
             if exc.status == 410:
                 raise GoneError(str(exc.reason)) from None
