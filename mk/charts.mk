@@ -4,14 +4,14 @@
 # `replace` directive, which Go ignores in a dependency, so our module repeats it). The binaries come from one
 # `go build`, so the unittest plugin renders with the exact helm library of the helm CLI; psscheck
 # (hack/tools/cmd/psscheck) checks rendered pods with Kubernetes' own Pod Security admission library. The build lands in a
-# cache dir keyed by both versions and the hash of hack/tools/go.{mod,sum}, and is skipped when present.
+# cache dir keyed by both versions and the hash of hack/tools (go.mod, go.sum, cmd/), skipped when present.
 # Helm's own state (plugins, repositories, cache) lives under $(CACHE_DIR) too, never in ~/.config.
 
 CHART_DIR := $(REPO_ROOT)/charts/arkouda
 CHART_SUBCHARTS := $(CHART_DIR)/charts/arkouda-locale $(CHART_DIR)/charts/arkouda-server
 CHART_VALUES := $(sort $(wildcard $(REPO_ROOT)/values/*.yaml))
 HELM_TOOLS_MOD := $(REPO_ROOT)/hack/tools
-HELM_TOOLS_HASH := $(shell cat $(HELM_TOOLS_MOD)/go.mod $(HELM_TOOLS_MOD)/go.sum 2>/dev/null | sha256sum | cut -c1-12)
+HELM_TOOLS_HASH := $(shell cat $(HELM_TOOLS_MOD)/go.mod $(HELM_TOOLS_MOD)/go.sum $(sort $(wildcard $(HELM_TOOLS_MOD)/cmd/*/*.go)) 2>/dev/null | sha256sum | cut -c1-12)
 HELM_TOOLS_DIR := $(CACHE_DIR)/helm-$(HELM_VERSION)-unittest-$(HELM_UNITTEST_VERSION)-$(HELM_TOOLS_HASH)
 HELM_HOME := $(CACHE_DIR)/helm-home
 export HELM_CONFIG_HOME := $(HELM_HOME)/config
