@@ -300,6 +300,30 @@ def test_server_fails_fast_on_a_broken_secret(
     assert "locales ready" not in log
 
 
+def test_server_wait_timeout_lists_what_is_missing(
+    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes]
+) -> None:
+    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
+    api = FakeKube(block=True)
+    api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="127.0.0.3")
+    code, log, events = run_server_as(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=api,
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=free_port(),
+        extra_argv=["--timeout", "1"],
+    )
+    assert code == 3, log
+    assert (
+        "arkouda-bootstrap: error: timed out after 1s: 1/2 locales ready; waiting for "
+        "r-arkouda-locale-0 (not created yet)" in log
+    )
+    assert [e["reason"] for e in events] == ["WaitTimeout"]
+    assert events[0]["type"] == "Warning"
+
+
 ARBITRARY_UID = 1000690000
 
 
