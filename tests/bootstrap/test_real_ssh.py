@@ -237,7 +237,7 @@ def test_real_ssh_rejects_wrong_host_key_even_when_spawner_says_no(
     )
     # GASNet's spawner appends -o 'StrictHostKeyChecking no'; our wrapper's options come first and win
     result = subprocess.run(
-        [str(files.wrapper), "-o", "StrictHostKeyChecking no", "127.0.0.1", "true"],
+        [str(files.wrapper), "-o", "StrictHostKeyChecking no", "-o", "FallBackToRsh no", "127.0.0.1", "true"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -248,7 +248,7 @@ def test_real_ssh_rejects_wrong_host_key_even_when_spawner_says_no(
     # and with the pinned key the same wrapper gets in
     good = write_client(locale_sshd, secret_data, tmp_path / "good", known_hosts=secret_data[keys.KNOWN_HOSTS])
     ok = subprocess.run(
-        [str(good.wrapper), "-o", "StrictHostKeyChecking no", "127.0.0.1", "true"],
+        [str(good.wrapper), "-o", "StrictHostKeyChecking no", "-o", "FallBackToRsh no", "127.0.0.1", "true"],
         capture_output=True,
         text=True,
         timeout=30,

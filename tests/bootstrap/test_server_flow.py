@@ -21,8 +21,9 @@ from privdrop import spawn_as, wait_exit
 
 pytestmark = pytest.mark.sshd
 
-# Test double of amudprun: `-nl N` last, ssh into the first N hosts of SSH_SERVERS with GASNet's own
-# `-o 'StrictHostKeyChecking no'` appended (our wrapper must still pin the host key).
+# Test double of amudprun: `-nl N` last, ssh into the first N hosts of SSH_SERVERS the way AMUDP's spawner
+# builds the command (`<ssh_cmd> -o 'StrictHostKeyChecking no' -o 'FallBackToRsh no' <ssh_options> <host> …`):
+# our wrapper's options must still win and pin the host key.
 STANDIN = r"""#!/bin/sh
 out="$ARKBS_OUT"
 eval "nl=\${$#}"
@@ -30,8 +31,8 @@ env | grep -E '^(SSH_SERVERS|GASNET_|OMP_|ARKOUDA_SSH)' | sort > "$out.env"
 i=0
 for h in $SSH_SERVERS; do
   [ "$i" -ge "$nl" ] && break
-  $GASNET_SSH_CMD $GASNET_SSH_OPTIONS -o 'StrictHostKeyChecking no' "$h" "echo ok $h \$(id -un)" \
-    >> "$out" 2>>"$out.err" || exit 9
+  $GASNET_SSH_CMD -o 'StrictHostKeyChecking no' -o 'FallBackToRsh no' $GASNET_SSH_OPTIONS "$h" \
+    "echo ok $h \$(id -un)" < /dev/null >> "$out" 2>>"$out.err" || exit 9
   if [ -n "$ARKBS_CHECK_MASTER" ]; then $GASNET_SSH_CMD -O check "$h" 2>> "$out.master"; fi
   i=$((i+1))
 done
