@@ -23,7 +23,7 @@ TOOLS_TARGETS += tools-helm
 LINT_TARGETS += lint-charts
 TEST_TARGETS += test-charts
 
-.PHONY: tools-helm lint-charts test-charts update-chart-snapshots
+.PHONY: tools-helm lint-charts test-charts update-chart-snapshots chart-docs
 
 tools-helm: $(HELM_TOOLS_DIR)/.done ## Build pinned helm, helm-unittest (plugin) and psscheck into the tools cache
 	@ln -sfn $(HELM_TOOLS_DIR)/helm $(BIN)/helm
@@ -59,11 +59,15 @@ $(HELM_TOOLS_DIR)/.done:
 
 CHART_UNITTEST_FLAGS ?=
 
-lint-charts: ## helm lint --strict, helm template and Pod Security "restricted" (psscheck) for the defaults and every values/*.yaml
+lint-charts: venv ## helm lint --strict, helm template and Pod Security "restricted" (psscheck) for the defaults and every values/*.yaml
 	@$(REPO_ROOT)/hack/tools/lint-charts.sh $(CHART_DIR) $(CHART_VALUES)
+	@$(PY) $(REPO_ROOT)/hack/tools/chart-docs.py --check $(CHART_DIR) && echo "lint-charts: ok   README values reference up to date"
 
 test-charts: ## helm-unittest suites of the umbrella chart and both subcharts
 	@helm unittest --color=false --strict --with-subchart=false $(CHART_UNITTEST_FLAGS) $(CHART_DIR) $(CHART_SUBCHARTS)
 
 update-chart-snapshots: ## Re-write the helm-unittest snapshots after an intended template change (review the diff)
 	@helm unittest --color=false --strict --with-subchart=false --update-snapshot $(CHART_DIR) $(CHART_SUBCHARTS)
+
+chart-docs: venv ## Regenerate the values reference at the end of charts/arkouda/README.md from the schemas
+	@$(PY) $(REPO_ROOT)/hack/tools/chart-docs.py $(CHART_DIR)

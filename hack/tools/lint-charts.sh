@@ -41,23 +41,6 @@ def global_block(path):
         if inside:
             out.append(line)
     return "\n".join(out).rstrip()
-# Every values key of the three schemas is in the README's reference (as `key`, subchart keys under their alias).
-readme = (root / "README.md").read_text()
-aliases = {"arkouda-locale": "locale.", "arkouda-server": "server."}
-def keys(schema, prefix):
-    for k, sub in schema.get("properties", {}).items():
-        if (k == "global" and prefix in aliases.values()) or (prefix == "" and k in ("locale", "server")):
-            continue  # documented once: the umbrella global table, the subchart tables
-        if sub.get("properties") and sub.get("additionalProperties") is False:
-            yield from keys(sub, f"{prefix}{k}.")
-        else:
-            yield f"{prefix}{k}"
-for f in files:
-    schema = json.loads(f.read_text())
-    prefix = aliases.get(f.parent.name, "")
-    missing = [k for k in keys(schema, prefix) if f"`{k}`" not in readme]
-    if missing:
-        sys.exit(f"lint-charts: {root / 'README.md'} does not document {', '.join(missing)} (from {f})")
 values = [root / "values.yaml", *sorted(root.glob("charts/*/values.yaml"))]
 for f in values[1:]:
     if global_block(f) != global_block(values[0]):
