@@ -55,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--hosts", type=_ints, default=[16, 64, 256], help="host counts N (default 16,64,256)")
     f.add_argument("--repeats", type=_positive, default=3)
 
+    s = sub.add_parser(
+        "scale", help="issue 6 row 1: the bootstrap's server against a real kube-apiserver at N"
+    )
+    s.add_argument("--locales", type=_ints, default=[8, 64, 256, 1024], help="locale pod counts N")
+    s.add_argument("--repeats", type=_positive, default=3)
+    s.add_argument("--profile-n", type=_positive, default=1024, help="profile one cold run at this N")
+
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(
         "--markdown", action="store_true", help="print the table as Markdown (for bench/README.md)"
@@ -81,6 +88,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 keep_configs=results_dir / "ssh-configs",
             )
             results.write_part(results_dir, "fanout", rows, facts=facts)
+            print(results.render_table(rows))
+            return 0
+        if args.part == "scale":
+            from arkouda_bench import apiserver, scale  # noqa: PLC0415
+
+            missing = apiserver.missing_binaries()
+            if missing:
+                rows = [
+                    results.Row.not_run(
+                        group=scale.GROUP, case=f"N={n} locales", metric="bootstrap server stages",
+                        command=command, reason=f"{', '.join(missing)} not built (make cluster-tools)",
+                    )
+                    for n in args.locales
+                ]  # fmt: skip
+            else:
+                rows = scale.run(
+                    locale_counts=args.locales, repeats=args.repeats, command=command,
+                    repo_root=args.repo_root.resolve(), profile_n=args.profile_n,
+                    profile_out=results_dir / f"profile-bootstrap-N{args.profile_n}.txt",
+                )  # fmt: skip
+            results.write_part(results_dir, "scale", rows, facts=facts)
             print(results.render_table(rows))
             return 0
         if args.part == "report":

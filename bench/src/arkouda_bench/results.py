@@ -116,6 +116,10 @@ def this_command() -> str:
     return shlex.join(["python", "-m", "arkouda_bench", *sys.argv[1:]])
 
 
+# The paths whose uncommitted changes make a measurement differ from its commit ("+dirty").
+MEASURED_PATHS = ("bench", "bootstrap", "charts", "docker", "hack", "mk", "values")
+
+
 def machine_facts(repo_root: Path) -> dict[str, Any]:
     """Date, machine size and commit, for the README's performance section."""
     try:
@@ -126,7 +130,16 @@ def machine_facts(repo_root: Path) -> dict[str, Any]:
             text=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(repo_root), "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "-C",
+                str(repo_root),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                *MEASURED_PATHS,
+            ],
             check=True,
             capture_output=True,
             text=True,
