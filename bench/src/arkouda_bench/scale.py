@@ -5,7 +5,8 @@ serves); this harness drives their status to Ready with pod IPs on distinct loop
 by one real sshd (arkouda_bench.sshd). The bootstrap runs as the unprivileged bench user with its own token
 and the least-privilege Role below, `--launcher none -- /bin/sh -c 'date +%s.%N > FILE'`, so "child
 started" is a timestamp the child itself writes. Stage times come from the bootstrap's own output lines,
-timestamped here on arrival: `N/N locales ready` (discovery done) and `ssh probe: all K hosts answered` (probe done).
+timestamped here on arrival: `N/N locales ready` (discovery done) and `ssh probe: all K hosts answered`
+(probe done).
 
 Two runs per repeat:
 - `cold`: every locale is Ready before the bootstrap starts (a restarted server pod). discovery = process
