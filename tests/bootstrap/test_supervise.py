@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from arkouda_bootstrap.kube import GoneError, PodCondition
@@ -201,3 +202,20 @@ def test_monitor_ignores_healthy_and_untracked_changes() -> None:
         monitor.stop()
     assert api.watch_script.qsize() == 0
     assert lost == []
+
+
+def test_sigterm_during_startup_is_delivered_to_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM that arrives while the child is being started is kept and forwarded once it exists."""
+
+    real_popen = subprocess.Popen
+    marker = tmp_path / "marker"
+
+    def popen_after_sigterm(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGTERM)  # handled (queued) by the bootstrap's handler, not fatal
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen_after_sigterm)
+    # the child traps SIGTERM once its handler is installed; until then the default action ends it: both prove
+    # the signal reached the child instead of killing the supervisor
+    outcome = run_supervised([*child_script(tmp_path, TRAPPING_CHILD), str(marker)], env=os.environ)
+    assert outcome.exit_code in (40 + signal.SIGTERM, 128 + signal.SIGTERM)

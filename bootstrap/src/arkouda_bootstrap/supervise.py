@@ -136,17 +136,30 @@ def run_supervised(
     on_lost: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Start `argv`, forward SIGTERM/SIGINT to it, wait; on a lost locale terminate it (grace, then SIGKILL)."""
+    started: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []  # signals that arrived before the child existed
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if not started:
+            pending.append(signum)
+            return
+        log.info("forwarding %s to pid %d", signal.Signals(signum).name, started[0].pid)
+        with contextlib.suppress(ProcessLookupError):
+            started[0].send_signal(signum)
+
+    # handlers first, so a SIGTERM during start-up is not lost (nor kills us without the child hearing it)
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
     try:
         child = subprocess.Popen(list(argv), env=dict(env))
     except OSError as exc:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         raise BootstrapError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+    started.append(child)
+    for signum in pending:
+        forward(signum, None)
     lost: list[str] = []
     lock = threading.Lock()
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        log.info("forwarding %s to pid %d", signal.Signals(signum).name, child.pid)
-        with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
 
     def terminate(reason: str) -> None:
         with lock:
@@ -165,7 +178,6 @@ def run_supervised(
         except ProcessLookupError:
             pass
 
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
     try:
         if on_started is not None:
             on_started(child.pid)
