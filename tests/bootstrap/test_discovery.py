@@ -249,7 +249,19 @@ def test_extra_pods_beyond_expected_are_ignored() -> None:
     api.pods["r-5"] = make_pod("r-5", ready=False)  # left over from a larger release
     pods = wait_for_locales(api, namespace="ns", selector="s=1", expected=3, timeout=1, report=lambda _: None)
     assert [p.name for p in pods] == ["r-0", "r-1", "r-2"]
-    _ = END
+
+
+def test_rewatch_after_a_chunk_resumes_from_the_last_resource_version() -> None:
+    api = FakeKube(list_rv=100)
+    api.pods["r-0"] = make_pod("r-0", ready=False)
+    first = api.event("MODIFIED", make_pod("r-0", ready=False, ip="10.0.0.5"))
+    api.script(first, END, api.event("MODIFIED", make_pod("r-0", ip="10.0.0.5")))
+    pods = wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=60, report=lambda _: None)
+    assert [p.pod_ip for p in pods] == ["10.0.0.5"]
+    assert [c for c in api.calls if c[0] == "watch_pods"] == [
+        ("watch_pods", "100"),
+        ("watch_pods", first.resource_version),
+    ]
 
 
 def test_watches_ending_at_once_do_not_busy_loop() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -363,4 +362,3 @@ def test_arbitrary_uid_without_passwd_entry(
     assert code == 0, log
     ran = (shared_dir / "out" / "ran").read_text().splitlines()
     assert ran == ["ok 127.0.0.1 arkouda", "ok 127.0.0.2 arkouda", "ok 127.0.0.3 arkouda"]
-    _ = asdict
