@@ -20,3 +20,6 @@ e2e-run: e2e-prepare venv
 lint-e2e: venv
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config tests/e2e/ruff.toml tests/e2e && \
 	  $(VENV)/bin/mypy --strict --ignore-missing-imports tests/e2e
+
+demo: tools ## Run the main job: local node (or current context), images, MPI hybrid demo, helm test
+	@$(REPO_ROOT)/hack/demo.sh

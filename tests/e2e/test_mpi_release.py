@@ -65,7 +65,7 @@ def test_hybrid_hello_runs_over_the_locale_pods(kube: Kube, ns: str) -> None:
 
 
 def test_helm_test_checks_the_hello_output(ns: str) -> None:
-    helm("test", RELEASE, "-n", ns, "--logs", "--timeout", "5m", timeout=400)
+    helm("test", RELEASE, "-n", ns, "--timeout", "5m", timeout=400)
 
 
 def test_himeno_benchmark_runs_and_reports_mflops(kube: Kube, ns: str) -> None:
