@@ -219,3 +219,27 @@ def test_sigterm_during_startup_is_delivered_to_the_child(tmp_path: Path, monkey
     # the signal reached the child instead of killing the supervisor
     outcome = run_supervised([*child_script(tmp_path, TRAPPING_CHILD), str(marker)], env=os.environ)
     assert outcome.exit_code in (40 + signal.SIGTERM, 128 + signal.SIGTERM)
+
+
+def test_monitor_survives_api_errors_without_killing_the_program() -> None:
+    """An unreachable API is not a lost locale: the monitor retries and still catches the real loss later."""
+    from arkouda_bootstrap.errors import BootstrapError
+
+    tracked = make_pod("r-0", ip="10.0.0.1")
+    api = FakeKube(block=True, fail_with={"list_pods": BootstrapError("cannot reach the Kubernetes API")})
+    api.pods["r-0"] = tracked
+    lost: list[str] = []
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=[tracked], chunk_seconds=1, retry_delay=0.1)
+    monitor.start(lost.append)
+    try:
+        deadline = time.monotonic() + 10
+        while [c[0] for c in api.calls].count("list_pods") < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert lost == []
+        del api.fail_with["list_pods"]
+        api.script(api.event("DELETED", tracked))
+        while not lost and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        monitor.stop()
+    assert lost == ["locale pod r-0 was deleted"]
