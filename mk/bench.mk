@@ -5,13 +5,15 @@
 
 BENCH_REPEATS ?= 3
 BENCH_FANOUT_HOSTS ?= 16,64,256
+BENCH_SCALE_LOCALES ?= 8,64,256,1024
+BENCH_PROFILE_N ?= 1024
 BENCH_PY = PYTHONPATH=$(REPO_ROOT)/bench/src:$(PYTHONPATH) $(PY) -m arkouda_bench --results-dir $(RESULTS_DIR) --repo-root $(REPO_ROOT)
 
-BENCH_TARGETS += bench-start bench-fanout bench-report
+BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-report
 LINT_TARGETS += lint-bench
 TEST_TARGETS += test-bench
 
-.PHONY: bench-start bench-fanout bench-report lint-bench test-bench
+.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-report lint-bench test-bench
 
 bench-start: venv
 	@rm -rf $(RESULTS_DIR)/parts
@@ -19,6 +21,21 @@ bench-start: venv
 
 bench-fanout: venv ## Issue 7 row: parallel ssh fan-out, OpenSSH default vs ours vs ours+pre-warm (BENCH_FANOUT_HOSTS, BENCH_REPEATS)
 	@$(BENCH_PY) fanout --hosts $(BENCH_FANOUT_HOSTS) --repeats $(BENCH_REPEATS)
+
+bench-scale: venv cluster-tools ## Issue 6 row 1: the bootstrap's server against a real kube-apiserver at N locales (BENCH_SCALE_LOCALES)
+	@$(BENCH_PY) scale --locales $(BENCH_SCALE_LOCALES) --repeats $(BENCH_REPEATS) --profile-n $(BENCH_PROFILE_N)
+
+# Rows 2-4 need the local node with the images loaded (make e2e-prepare) and the host Himeno build. If getting
+# there fails, the rows say `not run: <reason>` (with the log) instead of stopping the other rows.
+bench-cluster: venv ## Issue 6 rows 2-4 on the local node: helm install phases, recovery, Himeno pod vs host
+	@mkdir -p $(RESULTS_DIR)
+	@echo "bench-cluster: make e2e-prepare mpi-demo-host (log: $(RESULTS_DIR)/cluster-prepare.log)"
+	@if $(MAKE) e2e-prepare mpi-demo-host > $(RESULTS_DIR)/cluster-prepare.log 2>&1; then \
+	  KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(BENCH_PY) cluster --repeats $(BENCH_REPEATS); \
+	else \
+	  reason="$$(grep -v '^make' $(RESULTS_DIR)/cluster-prepare.log | tail -n 1)"; \
+	  $(BENCH_PY) cluster --not-run "make e2e-prepare mpi-demo-host failed: $$reason (see $(RESULTS_DIR)/cluster-prepare.log)"; \
+	fi
 
 bench-report: venv ## Merge the bench parts into $(RESULTS_DIR)/bench.{csv,json} and print the table
 	@$(BENCH_PY) report

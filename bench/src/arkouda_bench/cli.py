@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,6 +63,24 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--repeats", type=_positive, default=3)
     s.add_argument("--profile-n", type=_positive, default=1024, help="profile one cold run at this N")
 
+    c = sub.add_parser("cluster", help="issue 6 rows 2-4 on the local node: install, recovery, Himeno")
+    c.add_argument(
+        "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
+    )
+    c.add_argument("--repeats", type=_positive, default=3)
+    c.add_argument(
+        "--himeno-host",
+        type=Path,
+        default=None,
+        help="the host build of himeno (default $CACHE_DIR/mpi-demo/bin/himeno, make mpi-demo-host)",
+    )
+    c.add_argument(
+        "--not-run",
+        metavar="REASON",
+        default="",
+        help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
+    )
+
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(
         "--markdown", action="store_true", help="print the table as Markdown (for bench/README.md)"
@@ -111,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.write_part(results_dir, "scale", rows, facts=facts)
             print(results.render_table(rows))
             return 0
+        if args.part == "cluster":
+            rows = _cluster_rows(args, command)
+            results.write_part(results_dir, "cluster", rows, facts=facts)
+            print(results.render_table(rows))
+            return 0
         if args.part == "report":
             rows, part_facts = results.read_parts(results_dir)
             if not rows:
@@ -132,3 +156,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench {args.part}: {exc}", file=sys.stderr)
         return 1
     raise AssertionError(f"unhandled part {args.part}")
+
+
+def _cluster_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
+    from arkouda_bench import cluster  # noqa: PLC0415 - needs the kubernetes client only here
+
+    kubeconfig: Path | None = args.kubeconfig or (
+        Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None
+    )
+    cache = Path(os.environ.get("CACHE_DIR", str(Path.home() / ".cache" / "arkouda-k8s")))
+    himeno: Path = args.himeno_host or cache / "mpi-demo" / "bin" / "himeno"
+    reason: str = args.not_run
+    if not reason and kubeconfig is None:
+        reason = "no kubeconfig (set KUBECONFIG or --kubeconfig; make cluster-up)"
+    if not reason and kubeconfig is not None and not kubeconfig.is_file():
+        reason = f"kubeconfig {kubeconfig} missing (make cluster-up)"
+    if not reason and shutil.which("helm") is None:
+        reason = "helm not on PATH (make tools)"
+    if reason or kubeconfig is None:
+        return cluster.not_run_rows(reason, command)
+    try:
+        return cluster.run(
+            kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats,
+            himeno_host_binary=himeno, command=command,
+        )  # fmt: skip
+    except BenchSetupError:
+        raise
+    except Exception as exc:  # an unreachable cluster is a missing prerequisite, said in one line
+        return cluster.not_run_rows(f"cluster not reachable: {type(exc).__name__}: {str(exc)[:200]}", command)

@@ -90,6 +90,13 @@ class Row:
             group=group, case=case, metric=metric, unit="", command=command, status=f"not run: {reason}"
         )
 
+    @classmethod
+    def failed(cls, *, group: str, case: str, metric: str, command: str, reason: str) -> Row:
+        """A row whose measurement was attempted and failed (the reason names what broke)."""
+        return cls(
+            group=group, case=case, metric=metric, unit="", command=command, status=f"failed: {reason}"
+        )
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["summary"] = asdict(self.summary) if self.summary else None

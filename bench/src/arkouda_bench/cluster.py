@@ -1,0 +1,436 @@
+"""Issue 6 rows 2-4 on the project's real local node (make cluster-up; images loaded by make e2e-prepare).
+
+- install to ready: `helm install --wait` of the chart with values/local.yaml and 4 locales; while helm runs,
+  watches on the namespace's Jobs and Pods timestamp the phases: keygen hook Job succeeded, every release pod
+  scheduled, every locale pod Ready, the server pod Ready, helm returned (all measured from helm's start).
+- recovery: on one installed release, delete a locale pod (grace 0) and time until the server container has
+  restarted and every pod of the release is Ready again.
+- compute: the Himeno benchmark with 2 ranks x 1 OpenMP thread, run directly on the host (mpirun of the
+  host build from `make mpi-demo-host`) and inside the pods (the chart's mpi mode, one rank in the server pod
+  and one in a locale pod, output served by the server pod), alternating within each repeat; MFLOPS both ways
+  and the pod/host ratio per repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, watch
+
+from arkouda_bench.results import Row
+from arkouda_bench.sshd import BenchSetupError
+
+log = logging.getLogger(__name__)
+
+INSTALL = "install to ready"
+RECOVERY = "recovery"
+COMPUTE = "compute pod vs host"
+INSTALL_LOCALES = 4
+HELM_TIMEOUT = "10m"
+
+
+def _run(argv: Sequence[str], *, timeout: float = 900, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        raise BenchSetupError(f"{' '.join(argv[:3])}: exit {proc.returncode}: {lines[-1] if lines else ''}")
+    return proc.stdout
+
+
+def _ready(pod: Any) -> bool:
+    return bool(
+        pod.metadata.deletion_timestamp is None
+        and pod.status.pod_ip
+        and any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+    )
+
+
+def _scheduled(pod: Any) -> bool:
+    return any(c.type == "PodScheduled" and c.status == "True" for c in (pod.status.conditions or []))
+
+
+def _component(pod: Any) -> str:
+    return str((pod.metadata.labels or {}).get("app.kubernetes.io/component", ""))
+
+
+@dataclass
+class Milestones:
+    """First time (time.time()) each named condition held, from watch events timestamped on arrival."""
+
+    first: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def mark(self, name: str, t: float) -> None:
+        with self.lock:
+            self.first.setdefault(name, t)
+
+
+class Watcher:
+    """A watch on one namespace's pods or jobs in a thread; calls on_event(objects_by_name, t) per event."""
+
+    def __init__(
+        self, list_fn: Callable[..., Any], namespace: str, on_event: Callable[[dict[str, Any], float], None]
+    ) -> None:
+        self._list_fn = list_fn
+        self._ns = namespace
+        self._on_event = on_event
+        self._stop = threading.Event()
+        self._objects: dict[str, Any] = {}
+        self._watch: Any = None
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._watch = watch.Watch()  # type: ignore[no-untyped-call]
+            try:
+                for ev in self._watch.stream(self._list_fn, self._ns, timeout_seconds=30):
+                    t = time.time()
+                    obj = ev["object"]
+                    if ev["type"] == "DELETED":
+                        self._objects.pop(obj.metadata.name, None)
+                    else:
+                        self._objects[obj.metadata.name] = obj
+                    self._on_event(dict(self._objects), t)
+                    if self._stop.is_set():
+                        break
+            except Exception:  # a broken watch is retried; the phase deadline is helm's
+                log.debug("watch on %s ended", self._ns, exc_info=True)
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(timeout=35)
+
+
+@dataclass
+class Cluster:
+    core: Any
+    batch: Any
+    repo_root: Path
+    image_tag: str
+
+    @classmethod
+    def connect(cls, *, kubeconfig: Path, repo_root: Path) -> Cluster:
+        config.load_kube_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        api = client.ApiClient()
+        cluster = cls(
+            core=client.CoreV1Api(api), batch=client.BatchV1Api(api), repo_root=repo_root,
+            image_tag=os.environ.get("IMAGE_TAG", ""),
+        )  # fmt: skip
+        cluster.core.list_namespace(limit=1)
+        return cluster
+
+    @property
+    def chart(self) -> Path:
+        return self.repo_root / "charts" / "arkouda"
+
+    def values(self, name: str) -> Path:
+        return self.repo_root / "values" / name
+
+    def helm(self, *args: str) -> str:
+        tag = (
+            ["--set", f"global.image.tag={self.image_tag}"]
+            if self.image_tag and args[0] in ("install", "upgrade")
+            else []
+        )
+        return _run(["helm", *args, *tag])
+
+    def namespace(self, name: str) -> str:
+        labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "audit", "warn")}
+        self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+        return name
+
+    def drop_namespace(self, name: str) -> None:
+        for rel in _run(["helm", "list", "-q", "-n", name]).split():
+            _run(["helm", "uninstall", rel, "-n", name, "--wait", "--timeout", "3m"])
+        self.core.delete_namespace(name)
+
+    def wait_pods(
+        self, ns: str, done: Callable[[dict[str, Any]], bool], *, timeout: float, what: str
+    ) -> float:
+        """time.time() when done(pods) first holds (watch-driven)."""
+        hit = threading.Event()
+        when: list[float] = []
+
+        def on_event(pods: dict[str, Any], t: float) -> None:
+            if not hit.is_set() and done(pods):
+                when.append(t)
+                hit.set()
+
+        w = Watcher(self.core.list_namespaced_pod, ns, on_event)
+        try:
+            if not hit.wait(timeout):
+                raise BenchSetupError(f"timed out after {timeout:.0f} s waiting for {what} in namespace {ns}")
+        finally:
+            w.stop()
+        return when[0]
+
+
+def install_once(cl: Cluster, ns: str, release: str) -> dict[str, float]:
+    """One `helm install --wait` with phase milestones, as seconds from helm's start."""
+    marks = Milestones()
+    expected_locales = INSTALL_LOCALES - 1
+
+    def on_jobs(jobs: dict[str, Any], t: float) -> None:
+        if any((j.status.succeeded or 0) >= 1 for j in jobs.values()):
+            marks.mark("hook Job succeeded", t)
+
+    def on_pods(pods: dict[str, Any], t: float) -> None:
+        rel = [p for p in pods.values() if _component(p) in ("server", "locale")]
+        locales = [p for p in rel if _component(p) == "locale"]
+        server = [p for p in rel if _component(p) == "server"]
+        if len(locales) == expected_locales and server and all(_scheduled(p) for p in rel):
+            marks.mark("all pods scheduled", t)
+        if len(locales) == expected_locales and all(_ready(p) for p in locales):
+            marks.mark("locales Ready", t)
+        if server and _ready(server[0]):
+            marks.mark("server Ready", t)
+
+    watchers = [
+        Watcher(cl.batch.list_namespaced_job, ns, on_jobs),
+        Watcher(cl.core.list_namespaced_pod, ns, on_pods),
+    ]
+    time.sleep(0.5)  # both watches established before helm starts
+    t0 = time.time()
+    try:
+        cl.helm(
+            "install", release, str(cl.chart), "-n", ns, "-f", str(cl.values("local.yaml")),
+            "--set", f"global.numLocales={INSTALL_LOCALES}", "--wait", "--timeout", HELM_TIMEOUT,
+        )  # fmt: skip
+        marks.mark("helm returned", time.time())
+    finally:
+        for w in watchers:
+            w.stop()
+    missing = [
+        m
+        for m in ("hook Job succeeded", "all pods scheduled", "locales Ready", "server Ready")
+        if m not in marks.first
+    ]
+    if missing:
+        raise BenchSetupError(f"helm install returned but no watch event showed: {', '.join(missing)}")
+    return {k: v - t0 for k, v in marks.first.items()}
+
+
+def server_restarts(pod: Any) -> int:
+    return sum(c.restart_count for c in (pod.status.container_statuses or []) if c.name == "server")
+
+
+def recover_once(cl: Cluster, ns: str, release: str) -> dict[str, float]:
+    server_name = f"{release}-arkouda-server-0"
+    before = server_restarts(cl.core.read_namespaced_pod(server_name, ns))
+    marks = Milestones()
+
+    def on_pods(pods: dict[str, Any], t: float) -> None:
+        srv = pods.get(server_name)
+        if srv is None or server_restarts(srv) <= before:
+            return
+        marks.mark("server restarted", t)
+        if len(pods) == INSTALL_LOCALES and all(_ready(p) for p in pods.values()):
+            marks.mark("release Ready", t)
+
+    w = Watcher(cl.core.list_namespaced_pod, ns, on_pods)
+    time.sleep(0.5)
+    t0 = time.time()
+    try:
+        cl.core.delete_namespaced_pod(f"{release}-arkouda-locale-1", ns, grace_period_seconds=0)
+        deadline = time.monotonic() + 600
+        while "release Ready" not in marks.first and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        w.stop()
+    if "release Ready" not in marks.first:
+        raise BenchSetupError(f"release {release} not Ready again within 600 s after deleting a locale pod")
+    return {k: v - t0 for k, v in marks.first.items()}
+
+
+_MFLOPS = re.compile(r"himeno: .*ranks=(\d+) threads=(\d+).* MFLOPS=([0-9.]+)")
+
+
+def parse_himeno(text: str) -> float:
+    m = _MFLOPS.search(text)
+    if m is None:
+        raise BenchSetupError(f"no 'himeno: ... MFLOPS=' line in: {text.strip()[-300:]}")
+    if (int(m.group(1)), int(m.group(2))) != (2, 1):
+        raise BenchSetupError(f"himeno ran with ranks={m.group(1)} threads={m.group(2)}, expected 2 x 1")
+    return float(m.group(3))
+
+
+def himeno_host(binary: Path) -> float:
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise BenchSetupError("mpirun not found: run 'make deps' (openmpi-bin)")
+    env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMP_NUM_THREADS": "1"}
+    return parse_himeno(
+        _run([mpirun, "-np", "2", "-x", "OMP_NUM_THREADS", str(binary), "S"], env=env, timeout=600)
+    )
+
+
+def himeno_pods(cl: Cluster, ns: str, release: str, *, first: bool) -> float:
+    """Run himeno once in the pods: install the mpi release (first) or delete the server pod; fetch output."""
+    server_name = f"{release}-arkouda-server-0"
+    old_uid = None
+    if first:
+        cl.helm(
+            "install", release, str(cl.chart), "-n", ns, "-f", str(cl.values("mpi-hybrid.yaml")),
+            "--set", "server.mpi.command=/opt/mpi-demo/bin/himeno", "--set", "server.mpi.args={S}",
+            "--set", "server.mpi.ompThreads=1", "--set", "tests.enabled=false",
+            "--wait", "--timeout", HELM_TIMEOUT,
+        )  # fmt: skip
+    else:
+        old_uid = cl.core.read_namespaced_pod(server_name, ns).metadata.uid
+        cl.core.delete_namespaced_pod(server_name, ns)
+    cl.wait_pods(
+        ns,
+        lambda pods: (
+            server_name in pods and pods[server_name].metadata.uid != old_uid and _ready(pods[server_name])
+        ),
+        timeout=600,
+        what="the himeno server pod Ready",
+    )
+    ip = cl.core.read_namespaced_pod(server_name, ns).status.pod_ip
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://{ip}:8080/output.txt", timeout=5) as resp:
+                text = resp.read().decode()
+            if "MFLOPS=" in text:
+                return parse_himeno(text)
+        except OSError:
+            pass
+        time.sleep(1)
+    raise BenchSetupError(f"no himeno output from pod {server_name} ({ip}:8080) within 600 s")
+
+
+def _summary_rows(
+    group: str,
+    case: str,
+    samples: list[dict[str, float]],
+    order: Sequence[str],
+    *,
+    command: str,
+    note: str = "",
+) -> list[Row]:
+    return [
+        Row.measured(group=group, case=case, metric=f"{name} (from start)", unit="s", command=command,
+                     values=[s[name] for s in samples], note=note)
+        for name in order
+    ]  # fmt: skip
+
+
+def run(
+    *, kubeconfig: Path, repo_root: Path, repeats: int, himeno_host_binary: Path, command: str
+) -> list[Row]:
+    """Rows 2-4; a row group whose run fails is reported as `failed: <reason>`; the next group still runs."""
+    cl = Cluster.connect(kubeconfig=kubeconfig, repo_root=repo_root)
+    stamp = time.strftime("%H%M%S")
+    rows: list[Row] = []
+    try:
+        rows += _install_and_recovery(cl, repeats=repeats, command=command, stamp=stamp)
+    except BenchSetupError as exc:
+        log.warning("install/recovery rows failed: %s", exc)
+        rows += [
+            Row.failed(group=INSTALL, case=f"{INSTALL_LOCALES} locales", metric="helm install --wait phases",
+                       command=command, reason=str(exc)),
+            Row.failed(group=RECOVERY, case=f"{INSTALL_LOCALES} locales", metric="delete locale → Ready",
+                       command=command, reason=str(exc)),
+        ]  # fmt: skip
+    try:
+        rows += _compute(cl, repeats=repeats, binary=himeno_host_binary, command=command, stamp=stamp)
+    except BenchSetupError as exc:
+        log.warning("compute rows failed: %s", exc)
+        rows.append(
+            Row.failed(group=COMPUTE, case="himeno S, 2 ranks x 1 thread", metric="pod / host MFLOPS",
+                       command=command, reason=str(exc))
+        )  # fmt: skip
+    return rows
+
+
+def _install_and_recovery(cl: Cluster, *, repeats: int, command: str, stamp: str) -> list[Row]:
+    """Row 2 (each install in a fresh namespace), then row 3 on the last installed release."""
+    rows: list[Row] = []
+    installs: list[dict[str, float]] = []
+    namespaces: list[str] = []
+    try:
+        for rep in range(repeats):
+            ns = cl.namespace(f"arkbench-install-{stamp}-{rep}")
+            namespaces.append(ns)
+            installs.append(install_once(cl, ns, "ak"))
+            log.info("install %d/%d: %s", rep + 1, repeats, {k: round(v, 2) for k, v in installs[-1].items()})
+            if rep < repeats - 1:
+                cl.drop_namespace(namespaces.pop())
+        order = ("hook Job succeeded", "all pods scheduled", "locales Ready", "server Ready", "helm returned")
+        rows += _summary_rows(
+            INSTALL, f"{INSTALL_LOCALES} locales", installs, order, command=command,
+            note="helm install --wait, values/local.yaml",
+        )  # fmt: skip
+        recoveries = []
+        for rep in range(repeats):
+            recoveries.append(recover_once(cl, namespaces[-1], "ak"))
+            log.info(
+                "recovery %d/%d: %s", rep + 1, repeats, {k: round(v, 2) for k, v in recoveries[-1].items()}
+            )
+        rows += _summary_rows(
+            RECOVERY, f"{INSTALL_LOCALES} locales, delete locale-1", recoveries,
+            ("server restarted", "release Ready"), command=command,
+        )  # fmt: skip
+    finally:
+        for ns in namespaces:
+            cl.drop_namespace(ns)
+    return rows
+
+
+def _compute(cl: Cluster, *, repeats: int, binary: Path, command: str, stamp: str) -> list[Row]:
+    """Row 4: Himeno on the host and in the pods, alternating within each repeat."""
+    if not binary.is_file():
+        raise BenchSetupError(f"host himeno {binary} missing (make mpi-demo-host)")
+    ns = cl.namespace(f"arkbench-himeno-{stamp}")
+    host: list[float] = []
+    pods: list[float] = []
+    try:
+        for rep in range(repeats):
+            host.append(himeno_host(binary))
+            pods.append(himeno_pods(cl, ns, "hm", first=rep == 0))
+            log.info("himeno %d/%d: host %.1f MFLOPS, pods %.1f MFLOPS", rep + 1, repeats, host[-1], pods[-1])
+    finally:
+        cl.drop_namespace(ns)
+    case = "himeno S, 2 ranks x 1 thread"
+    return [
+        Row.measured(group=COMPUTE, case=case, metric="host (mpirun on the node)", unit="MFLOPS",
+                     command=command, values=host, note="ranks share memory on one host"),
+        Row.measured(group=COMPUTE, case=case, metric="pods (server + locale pod)", unit="MFLOPS",
+                     command=command, values=pods, note="ranks talk TCP over the pod network"),
+        Row.measured(group=COMPUTE, case=case, metric="pod / host ratio", unit="x", command=command,
+                     values=[p / h for p, h in zip(pods, host, strict=True)], note="per repeat, same run"),
+    ]  # fmt: skip
+
+
+def not_run_rows(reason: str, command: str) -> list[Row]:
+    return [
+        Row.not_run(group=INSTALL, case=f"{INSTALL_LOCALES} locales", metric="helm install --wait phases",
+                    command=command, reason=reason),
+        Row.not_run(group=RECOVERY, case=f"{INSTALL_LOCALES} locales", metric="delete locale → Ready",
+                    command=command, reason=reason),
+        Row.not_run(group=COMPUTE, case="himeno S, 2 ranks x 1 thread", metric="pod / host MFLOPS",
+                    command=command, reason=reason),
+    ]  # fmt: skip
