@@ -3,6 +3,9 @@ docs/interfaces.md promises (checked on the images `make images` built)."""
 
 from __future__ import annotations
 
+import json
+import re
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import oci
 
 IMAGES = ["arkouda_image", "mpi_image"]
 KEY_DIRS = ("etc/ssh", "home", "root", "opt/arkouda", "run/arkouda")
+KEY_DIR_RE = re.compile(r"^(\./)?(etc/ssh|home|root|opt/arkouda|run/arkouda)/")
 
 
 @pytest.fixture(params=IMAGES, scope="module")
@@ -89,3 +93,25 @@ def test_tini_is_pid_1_and_the_bootstrap_runs_as_uid_1000(rootfs: Path) -> None:
     res = oci.run(rootfs, ["tini", "--", "arkouda-bootstrap", "--help"])
     assert res.returncode == 0, res.stderr
     assert "usage" in res.stdout.lower()
+
+
+def test_no_key_in_any_layer(image: str, tmp_path: Path) -> None:
+    # A file deleted by a later layer is still readable in the layer that added it: scan every layer blob,
+    # not just the merged filesystem (openssh-server's postinst generates host keys during apt-get install).
+    oci.sh("buildah", "push", "--quiet", "--disable-compression", image, f"oci:{tmp_path}", timeout=300)
+    index = json.loads((tmp_path / "index.json").read_text())
+    blob = tmp_path / "blobs" / "sha256"
+    manifest = json.loads((blob / index["manifests"][0]["digest"].split(":", 1)[1]).read_text())
+    found: list[str] = []
+    assert manifest["layers"]
+    for layer in manifest["layers"]:
+        with tarfile.open(blob / layer["digest"].split(":", 1)[1], mode="r:*") as tar:
+            for member in tar:
+                base = member.name.rsplit("/", 1)[-1]
+                if base.startswith(("ssh_host_", ".wh.ssh_host_")):
+                    found.append(f"{layer['digest'][:19]}:{member.name}")
+                elif member.isfile() and KEY_DIR_RE.match(member.name):
+                    f = tar.extractfile(member)
+                    if f is not None and b"PRIVATE KEY" in f.read(1 << 16):
+                        found.append(f"{layer['digest'][:19]}:{member.name}")
+    assert found == []
