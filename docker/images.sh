@@ -113,7 +113,7 @@ cmd_build() {
   log "building $image (inputs $inputs)"
   mkdir -p "$REPO_ROOT/_out/images"
   local logf=$REPO_ROOT/_out/images/build-$name.log
-  if ! buildah bud --layers --isolation chroot --network host --format "$format" \
+  if ! buildah bud --layers --force-rm --isolation chroot --network host --format "$format" \
         --label "$LABEL=$inputs" "${args[@]}" "${secret[@]}" -f "$dockerfile" -t "$image" "$REPO_ROOT" \
         >"$logf" 2>&1; then
     tail -n 30 "$logf" >&2
@@ -133,8 +133,10 @@ cmd_archive() {
     log "$archive is up to date"
     return
   fi
-  rm -f "$archive" "$archive.id"
-  buildah push --quiet "$image" "docker-archive:$archive:$image" >/dev/null
+  rm -f "$archive" "$archive.id" "$archive.tmp"
+  # Written under a temporary name and renamed, so an importer never reads a half-written archive.
+  buildah push --quiet "$image" "docker-archive:$archive.tmp:$image" >/dev/null
+  mv "$archive.tmp" "$archive"
   echo "$id" >"$archive.id"
   log "phase archive $name: $archive ($(du -h "$archive" | cut -f1)) in $((SECONDS - t0))s"
 }

@@ -44,11 +44,15 @@ def run(
     uid: int = 1000,
     gid: int = 1000,
     env: dict[str, str] | None = None,
+    image: str | None = None,
     cwd: str = "/",
     hostname: str = "imgtest",
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``args`` in ``rootfs`` with runc as uid:gid (new namespaces, loopback-only network)."""
+    """Run ``args`` in ``rootfs`` with runc as uid:gid (new namespaces, loopback-only network).
+
+    The environment is the image's own (``Env`` of ``image``'s config, as a container runtime sets it) when
+    ``image`` is given, else a plain PATH; ``env`` is laid over it."""
     with tempfile.TemporaryDirectory(prefix="imgtest-bundle-") as bundle:
         subprocess.run(["runc", "spec", "--bundle", bundle], check=True)
         spec_path = Path(bundle) / "config.json"
@@ -58,6 +62,8 @@ def run(
             "HOME": "/home/arkouda",
             "TERM": "dumb",
         }
+        if image is not None:
+            base_env.update(kv.split("=", 1) for kv in image_config(image).get("Env", []))
         base_env.update(env or {})
         spec["process"].update(
             {

@@ -85,12 +85,12 @@ def test_tools_on_path(rootfs: Path) -> None:
     assert (state.st_uid, state.st_gid) == (1000, 1000)
 
 
-def test_tini_is_pid_1_and_the_bootstrap_runs_as_uid_1000(rootfs: Path) -> None:
+def test_tini_is_pid_1_and_the_bootstrap_runs_as_uid_1000(rootfs: Path, image: str) -> None:
     # The image's entrypoint (tini) started as the runtime would: it must be PID 1, the child uid 1000.
-    res = oci.run(rootfs, ["tini", "--", "sh", "-c", "cat /proc/1/comm; id -u; id -g"])
+    res = oci.run(rootfs, ["tini", "--", "sh", "-c", "cat /proc/1/comm; id -u; id -g"], image=image)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["tini", "1000", "1000"]
-    res = oci.run(rootfs, ["tini", "--", "arkouda-bootstrap", "--help"])
+    res = oci.run(rootfs, ["tini", "--", "arkouda-bootstrap", "--help"], image=image)
     assert res.returncode == 0, res.stderr
     assert "usage" in res.stdout.lower()
 
