@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oci  # noqa: E402
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
     out: dict[str, str] = {}
     for line in (REPO / "hack" / "versions.env").read_text().splitlines():
         if "=" in line and not line.lstrip().startswith("#"):
@@ -29,7 +29,7 @@ def _versions() -> dict[str, str]:
 
 
 def image_name(name: str) -> str:
-    v = _versions()
+    v = versions()
     prefix = os.environ.get("IMAGE_PREFIX", v["IMAGE_PREFIX"])
     tag = os.environ.get("IMAGE_TAG", v["IMAGE_TAG"])
     return f"{prefix}/{name}:{tag}"
