@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from arkouda_standin import config, spawn, zmtp
+from arkouda_standin import config, spawn, udp, zmtp
 from arkouda_standin.config import UsageError
 
 HERE = Path(__file__).resolve().parent
@@ -210,6 +210,9 @@ def test_launch_reports_every_locale_in_host_order(
         assert loc["cwd"] == str(STANDIN / "bin")
         assert loc["args"] == [loc["args"][0], "--logLevel=INFO"]
         assert loc["uid"] == os.getuid()
+    # every locale heard every other over UDP (GASNet's udp conduit needs that between the pods)
+    assert report["locales"][0]["udp"] == {"peers": [1], "missing": []}
+    assert report["locales"][1]["udp"] == {"peers": [0], "missing": []}
     calls = [json.loads(x) for x in (tmp_path / "ssh.log").read_text().splitlines()]
     assert sorted(c["host"] for c in calls) == ["127.0.0.1", "localhost"]  # only the first -nl hosts
     for c in calls:
@@ -304,3 +307,24 @@ def test_zmtp_client_talks_to_a_libzmq_rep_socket() -> None:
         t.join(5)
         rep.close()
         ctx.term()
+
+
+# --- the UDP check among locales ----------------------------------------------------------------------------
+
+
+def test_udp_mesh_hears_live_peers_and_names_silent_ones() -> None:
+    a, b = udp.Mesh(0), udp.Mesh(1)
+    silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    silent.bind(("127.0.0.1", 0))  # bound but never answers: like a pod whose UDP is dropped
+    try:
+        result: dict[str, list[int]] = {}
+        t = threading.Thread(target=lambda: result.update(b=b.exchange({0: ("127.0.0.1", a.port)}, timeout=10)))
+        t.start()
+        peers = {1: ("127.0.0.1", b.port), 2: ("127.0.0.1", silent.getsockname()[1])}
+        assert a.exchange(peers, timeout=2) == [2]
+        t.join(15)
+        assert result["b"] == []
+    finally:
+        a.close()
+        b.close()
+        silent.close()

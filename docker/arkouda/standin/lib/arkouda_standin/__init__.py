@@ -9,8 +9,8 @@ Chapel program built with ``CHPL_COMM=gasnet CHPL_COMM_SUBSTRATE=udp CHPL_LAUNCH
   ``GASNET_MASTERIP``) and, for each of the first N hosts, runs the same ``/bin/sh -c "<ssh> … <host> 'cd
   <path> ; env … <argv0>_real <args>'"`` command line that AMUDP's ``AMUDP_SPMDSshSpawn`` builds;
 * ``arkouda_server_real`` (``locale``) connects back to the launcher over TCP (as AMUDP workers do) and
-  reports where and as whom it runs; the launcher prints a launch report and exits non-zero if any locale
-  fails;
+  reports where and as whom it runs; then every locale exchanges UDP datagrams with every other (the udp
+  conduit's traffic; ``udp``); the launcher prints a launch report and exits non-zero if any locale fails;
 * then the launcher serves Arkouda's client protocol on ``--ServerPort`` (``server``, over a minimal
   stdlib ZeroMQ REP implementation in ``zmtp``): enough for ``ak.connect()`` and ``ak.get_config()``.
 

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 REPORT_PREFIX = "STANDIN-LAUNCH-REPORT "
 DEFAULT_TIMEOUT = 120.0
+UDP_TIMEOUT = 20.0
 
 
 def emit(line: str) -> None:
@@ -41,7 +42,7 @@ class Collector:
     sock: socket.socket
     reports: dict[int, dict[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-    conns: list[socket.socket] = field(default_factory=list)
+    conns: dict[int, socket.socket] = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -76,17 +77,48 @@ class Collector:
                 conn.close()
                 return
             self.reports[locale] = report
-            self.conns.append(conn)
-            conn.settimeout(None)
-            conn.sendall(json.dumps({"ok": True, "numLocales": self.num_locales}).encode() + b"\n")
+            self.conns[locale] = conn
             if len(self.reports) == self.num_locales:
                 self.done.set()
 
     def close(self) -> None:
         self.done.set()
-        for c in [self.sock, *self.conns]:
+        for c in [self.sock, *self.conns.values()]:
             with contextlib.suppress(OSError):
                 c.close()
+
+
+def check_udp(collector: Collector, workers: list[spawn.Worker], *, timeout: float) -> dict[int, dict[str, Any]]:
+    """Hand every locale the UDP endpoints of all, then collect who heard whom (see udp.py)."""
+    reports = collector.reports
+    table = {
+        "ok": True,
+        "numLocales": collector.num_locales,
+        "udpTimeout": timeout,
+        "peers": [{"locale": i, "ip": r["ip"], "udpPort": r["udpPort"]} for i, r in sorted(reports.items())],
+    }
+    line = json.dumps(table).encode() + b"\n"
+    for conn in collector.conns.values():
+        conn.sendall(line)
+    results: dict[int, dict[str, Any]] = {}
+    for i, conn in sorted(collector.conns.items()):
+        host = workers[i].host
+        conn.settimeout(timeout + 15)
+        try:
+            with conn.makefile("rb") as f:
+                raw = f.readline()
+            results[i] = json.loads(raw)["udp"]
+        except (OSError, ValueError, KeyError) as exc:
+            why = "it closed its bootstrap connection" if isinstance(exc, ValueError) else str(exc)
+            raise RuntimeError(f"locale {i} on host {host} did not finish the UDP check: {why}") from exc
+        if results[i]["missing"]:
+            heard_none = ", ".join(str(j) for j in results[i]["missing"])
+            raise RuntimeError(
+                f"locale {i} on host {host} heard no UDP from locale(s) {heard_none} within {timeout:.0f}s "
+                f"(GASNet's udp conduit needs UDP between all the release's pods; check the NetworkPolicy)"
+            )
+        reports[i]["udp"] = results[i]
+    return results
 
 
 def launch(
@@ -141,6 +173,7 @@ def launch(
                 f"locale(s) {', '.join(missing)} did not report to {senv.master_ip}:{port} within {timeout:.0f}s "
                 f"(check GASNET_MASTERIP is reachable from the locales and TCP among the pods is allowed)"
             )
+    check_udp(collector, workers, timeout=UDP_TIMEOUT)
     report = {
         "standIn": True,
         "version": __version__,
@@ -175,7 +208,7 @@ def print_report(report: dict[str, Any]) -> None:
         emit(
             f"  locale {loc['locale']}: host={report['spawner']['servers'][loc['locale']]} "
             f"hostname={loc['hostname']} ip={loc['ip']} uid={loc['uid']} gid={loc['gid']} cwd={loc['cwd']} "
-            f"binary={loc['binary']} args={' '.join(loc['args'])}"
+            f"binary={loc['binary']} args={' '.join(loc['args'])} udp=heard {len(loc['udp']['peers'])} peer(s)"
         )
     print(REPORT_PREFIX + json.dumps(report, sort_keys=True), flush=True)
 

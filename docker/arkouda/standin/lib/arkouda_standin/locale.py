@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 
-from . import BANNER, __version__
+from . import BANNER, __version__, udp
 from .config import select_env
 from .server import physical_memory
 
@@ -58,8 +58,10 @@ def main(argv: list[str], env: dict[str, str]) -> int:
             file=sys.stderr,
         )
         return 1
-    with sock:
+    mesh = udp.Mesh(int(locale))
+    with sock, sock.makefile("rb") as lines:
         report = build_report(argv, env, locale=int(locale), local_ip=sock.getsockname()[0])
+        report["udpPort"] = mesh.port
         sock.sendall(json.dumps(report).encode() + b"\n")
         print(
             f"arkouda_server_real STAND-IN: locale {locale} on {report['hostname']} ({report['ip']}) "
@@ -67,7 +69,18 @@ def main(argv: list[str], env: dict[str, str]) -> int:
             flush=True,
         )
         sock.settimeout(None)
-        # Serve until the launcher goes away (a real locale runs until the program ends).
-        while sock.recv(4096):
+        try:
+            # The launcher answers with the UDP endpoints of all locales once every locale reported.
+            table = json.loads(lines.readline() or b"{}")
+            peers = {int(p["locale"]): (str(p["ip"]), int(p["udpPort"])) for p in table.get("peers", [])}
+            peers.pop(int(locale), None)
+            missing = mesh.exchange(peers, timeout=float(table.get("udpTimeout", 20)))
+            sock.sendall(json.dumps({"udp": {"peers": sorted(peers), "missing": missing}}).encode() + b"\n")
+            # Serve until the launcher goes away (a real locale runs until the program ends).
+            while lines.readline():
+                pass
+        except (OSError, ValueError, KeyError):
             pass
+        finally:
+            mesh.close()
     return 0
