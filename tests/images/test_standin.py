@@ -328,3 +328,19 @@ def test_udp_mesh_hears_live_peers_and_names_silent_ones() -> None:
         a.close()
         b.close()
         silent.close()
+
+
+def test_sigterm_before_the_locales_reported_stops_cleanly(tmp_path: Path) -> None:
+    # The locale's host never answers (a fake ssh that just sleeps): SIGTERM must end the launcher promptly.
+    slow = tmp_path / "slow-ssh"
+    slow.write_text('#!/bin/sh\n[ "$1" = -V ] && exit 0\nexec sleep 60\n')
+    slow.chmod(0o755)
+    proc = _launch(tmp_path, hosts="h1", n=1, extra_env={"GASNET_SSH_CMD": str(slow)})
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "exec(/bin/sh" in line:
+            break
+    proc.terminate()
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 143
+    assert "interrupted before every locale reported" in out

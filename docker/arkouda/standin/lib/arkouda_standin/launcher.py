@@ -88,6 +88,10 @@ class Collector:
                 c.close()
 
 
+class LaunchInterruptedError(Exception):
+    """SIGTERM/SIGINT arrived before every locale reported."""
+
+
 def check_udp(collector: Collector, workers: list[spawn.Worker], *, timeout: float) -> dict[int, dict[str, Any]]:
     """Hand every locale the UDP endpoints of all, then collect who heard whom (see udp.py)."""
     reports = collector.reports
@@ -122,7 +126,14 @@ def check_udp(collector: Collector, workers: list[spawn.Worker], *, timeout: flo
 
 
 def launch(
-    args: LaunchArgs, senv: SpawnEnv, argv0: str, *, timeout: float, collector: Collector, workers: list[spawn.Worker]
+    args: LaunchArgs,
+    senv: SpawnEnv,
+    argv0: str,
+    *,
+    timeout: float,
+    collector: Collector,
+    workers: list[spawn.Worker],
+    stop: threading.Event,
 ) -> dict[str, Any]:
     """Start every locale (appended to ``workers``); returns the launch report once all reported.
 
@@ -157,6 +168,8 @@ def launch(
 
     deadline = time.monotonic() + timeout
     while not collector.done.wait(0.2):
+        if stop.is_set():
+            raise LaunchInterruptedError
         for w in workers:
             rc = w.proc.poll()
             if rc is not None and w.locale not in collector.reports:
@@ -251,10 +264,13 @@ def main(argv: list[str], env: dict[str, str]) -> int:
     collector = Collector(num_locales=args.num_locales, sock=listener)
     try:
         try:
-            report = launch(args, senv, argv[0], timeout=timeout, collector=collector, workers=workers)
+            report = launch(args, senv, argv[0], timeout=timeout, collector=collector, workers=workers, stop=stop)
         except RuntimeError as exc:
             emit(f"error: {exc}")
             return 1
+        except LaunchInterruptedError:
+            emit("interrupted before every locale reported; stopping the locales")
+            return 143
         print_report(report)
         srv = server.StandInServer(
             port=args.server_port, report=report, env=env, authenticate=args.authenticate, on_shutdown=stop.set
