@@ -57,7 +57,7 @@ lint-images: venv ## Lint the Dockerfiles (hadolint), image scripts (shellcheck)
 	@$(VENV)/bin/hadolint --config $(REPO_ROOT)/docker/hadolint.yaml \
 	  $(REPO_ROOT)/docker/arkouda/Dockerfile $(REPO_ROOT)/docker/mpi/Dockerfile
 	@$(VENV)/bin/shellcheck $(REPO_ROOT)/docker/images.sh $(REPO_ROOT)/docker/base/build-base.sh \
-	  $(REPO_ROOT)/docker/common/runtime-setup.sh
+	  $(REPO_ROOT)/docker/common/runtime-setup.sh $(REPO_ROOT)/tests/images/ssh_launch.sh
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config docker/ruff.toml $(IMAGES_PY)
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff format --check --config docker/ruff.toml $(IMAGES_PY)
 	@cd $(REPO_ROOT) && MYPYPATH=docker/arkouda/standin/lib:tests/images $(VENV)/bin/mypy --strict \

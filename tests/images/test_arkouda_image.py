@@ -65,3 +65,43 @@ def test_standin_launches_locales_inside_the_image(arkouda_rootfs: Path) -> None
     config = json.loads(next(line for line in res.stdout.splitlines() if line.startswith("{")))
     assert config["numLocales"] == 2
     assert [c["id"] for c in config["LocaleConfigs"]] == [0, 1]
+
+
+def test_standin_over_real_ssh_to_the_bootstraps_sshd(arkouda_rootfs: Path, arkouda_image: str) -> None:
+    """The whole path in one container as uid 1000: the bootstrap's unprivileged sshd with fresh keys, the
+    stand-in launcher over OpenSSH. It also pins down the AMUDP fact the chart must design around: the
+    spawner's own ``-o 'StrictHostKeyChecking no'`` precedes GASNET_SSH_OPTIONS, so a pin in an ssh config
+    file (``-F``) alone does not stop a wrong host key; an SSH_CMD wrapper that puts
+    ``StrictHostKeyChecking=yes`` first does."""
+    script = arkouda_rootfs / "tmp/ssh_launch.sh"
+    script.write_text((Path(__file__).parent / "ssh_launch.sh").read_text())
+    res = oci.run(arkouda_rootfs, ["sh", "/tmp/ssh_launch.sh"], image=arkouda_image, cwd="/home/arkouda", timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    cases: dict[str, tuple[int, str]] = {}
+    section: list[str] = []
+    for line in res.stdout.splitlines():
+        if line.startswith("=== "):
+            name, status = line[4:].split(" rc=")
+            cases[name] = (int(status), "\n".join(section))
+            section = []
+        else:
+            section.append(line)
+    assert set(cases) == {"pinned", "wrong-pin", "wrapper"}, res.stdout
+
+    rc, out = cases["pinned"]
+    assert rc == 0, out
+    report = json.loads(next(x for x in out.splitlines() if x.startswith("STANDIN-LAUNCH-REPORT ")).split(" ", 1)[1])
+    assert [(loc["locale"], loc["uid"], loc["binary"]) for loc in report["locales"]] == [
+        (0, 1000, "/opt/arkouda/bin/arkouda_server_real"),
+        (1, 1000, "/opt/arkouda/bin/arkouda_server_real"),
+    ]
+    assert all(loc["env"]["SSH_CONNECTION"].startswith("127.0.0.1 ") for loc in report["locales"])
+
+    rc, out = cases["wrong-pin"]
+    assert rc == 0, out  # the spawner's StrictHostKeyChecking no wins over the config file's yes
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in out
+
+    rc, out = cases["wrapper"]
+    assert rc == 1, out
+    assert "Host key verification failed" in out
+    assert "failed: ssh exited with status 255 before the locale reported" in out
