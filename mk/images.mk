@@ -48,7 +48,7 @@ mpi-demo-host: ## Build hybrid-hello and himeno on the host into $(CACHE_DIR)/mp
 	@echo "mpi-demo-host: $(MPI_DEMO_HOST_DIR)/bin/{hybrid-hello,himeno}"
 
 test-images: venv images-build mpi-demo-host ## Test the images (runc: mpi hello as uid 1000; arkouda: no keys/sudo)
-	@$(PY) -m pytest -q -p no:cacheprovider $(REPO_ROOT)/tests/images
+	@$(PY) -m pytest -q -p no:cacheprovider --timeout=600 $(REPO_ROOT)/tests/images
 
 IMAGES_PY := docker/arkouda/standin/lib docker/arkouda/standin/bin/arkouda_server \
 	docker/arkouda/standin/bin/arkouda_server_real tests/images
