@@ -55,9 +55,9 @@ build "$k8s_dir" "$here/tools/k8s" "$k8s_ldflags" \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
   k8s.io/kubernetes/cmd/kubectl
 build "$etcd_dir" "$here/tools/k8s" "" go.etcd.io/etcd/server/v3
-[[ -x "$etcd_dir/etcd" ]] || { [[ -x "$etcd_dir/v3" ]] && mv "$etcd_dir/v3" "$etcd_dir/etcd"; }
+# go names the binary of go.etcd.io/etcd/server/v3 "server"
+[[ -x "$etcd_dir/etcd" || ! -x "$etcd_dir/server" ]] || mv "$etcd_dir/server" "$etcd_dir/etcd"
 build "$coredns_dir" "$here/tools/coredns" "" .
-[[ -x "$coredns_dir/coredns" ]] || { [[ -x "$coredns_dir/coredns.exe" ]] || true; }
 
 for f in "$k8s_dir"/* "$etcd_dir/etcd" "$coredns_dir/coredns"; do
   [[ -x "$f" ]] || die "missing binary $f (remove $(dirname "$f") and re-run make cluster-tools)"

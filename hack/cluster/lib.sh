@@ -52,6 +52,15 @@ phase_end() {
   _phase_name=""
 }
 
+# write_file FILE < content: replace FILE only when the content differs (kube-proxy exits when its config file
+# is rewritten, and an unchanged file keeps re-runs of cluster-up from disturbing running components).
+write_file() {
+  local f="$1" tmp
+  tmp="$(mktemp "$f.XXXXXX")"
+  cat >"$tmp"
+  if cmp -s "$tmp" "$f"; then rm -f "$tmp"; else mv "$tmp" "$f"; fi
+}
+
 ctr_() { ctr --address "$CONTAINERD_SOCK" "$@"; }
 kubectl_() { "$K8S_BIN/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
 

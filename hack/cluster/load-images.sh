@@ -50,7 +50,7 @@ if [[ "${1:-}" == "--node-images" ]]; then
     root="$(mktemp -d)"
     mkdir -p "$root/bin" "$root/tmp" "$root/www"; chmod 1777 "$root/tmp"
     cp "$busybox" "$root/bin/busybox"
-    for a in sh cat echo sleep wget nslookup httpd hostname ls env id; do ln -s busybox "$root/bin/$a"; done
+    for a in sh cat echo sleep nslookup nc awk printf httpd hostname ls env id; do ln -s busybox "$root/bin/$a"; done
     echo "arkouda-k8s cluster smoke" >"$root/www/index.html"
     buildah_image "$SMOKE_IMAGE" "$smoke_tar" "$root" '["/bin/busybox"]'
     rm -rf "$root"

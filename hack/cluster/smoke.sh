@@ -4,9 +4,8 @@
 # containerd + runc, the CNI bridge, CoreDNS, kube-proxy's Service NAT and PodSecurity admission all work.
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
-ns=arkouda-cluster-smoke
+ns="arkouda-cluster-smoke-$(date +%s)"   # fresh name: a previous run's namespace may still be terminating
 start=$(date +%s)
-kubectl_ delete namespace "$ns" --ignore-not-found --wait=true --timeout=90s >/dev/null
 sc='{"runAsNonRoot": true, "runAsUser": 65534, "allowPrivilegeEscalation": false,
      "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}'
 kubectl_ apply -f - >/dev/null <<YAML
@@ -21,6 +20,7 @@ kind: Pod
 metadata: {name: web, namespace: $ns, labels: {app: smoke-web}}
 spec:
   automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1   # httpd as PID 1 ignores SIGTERM
   containers:
   - name: web
     image: $SMOKE_IMAGE
@@ -50,7 +50,18 @@ spec:
   - name: client
     image: $SMOKE_IMAGE
     imagePullPolicy: Never
-    args: [sh, -c, "for i in 1 2 3 4 5 6 7 8 9 10; do wget -qO- -T 3 http://web.$ns.svc.$CLUSTER_DOMAIN/ && exit 0; sleep 1; done; exit 1"]
+    # busybox-static's wget crashes (static glibc); nslookup and nc have their own resolver/socket code.
+    args:
+    - sh
+    - -c
+    - |
+      for i in 1 2 3 4 5 6 7 8 9 10; do
+        ip=\$(nslookup web.$ns.svc.$CLUSTER_DOMAIN | awk '/^Name:/ {f = 1} f && /^Address/ {print \$2; exit}')
+        echo "web.$ns.svc.$CLUSTER_DOMAIN -> \${ip:-not resolved}"
+        [ -n "\$ip" ] && printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 "\$ip" 80 && exit 0
+        sleep 1
+      done
+      exit 1
     securityContext: $sc
 YAML
 for _ in $(seq 1 120); do
@@ -63,5 +74,5 @@ if [[ "$phase_" != Succeeded || "$out" != *"arkouda-k8s cluster smoke"* ]]; then
   kubectl_ -n "$ns" get pods,svc,endpointslices -o wide >&2 || true
   die "smoke: client pod could not fetch http://web.$ns.svc.$CLUSTER_DOMAIN/ (phase '$phase_', output: $out) — check $LOGS/coredns.log and $LOGS/kube-proxy.log"
 fi
-kubectl_ delete namespace "$ns" --wait=true --timeout=90s >/dev/null
+kubectl_ delete namespace "$ns" --wait=false >/dev/null
 log "smoke: pod -> Service DNS name -> pod works under PodSecurity restricted ($(( $(date +%s) - start ))s)"
