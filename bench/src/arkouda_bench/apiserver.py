@@ -9,6 +9,7 @@ the bootstrap's API calls is counting lines of the audit log.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import logging
@@ -37,7 +38,11 @@ BOOTSTRAP_USER = "arkbench-bootstrap"
 
 
 def find_binary(name: str) -> Path | None:
-    """`name` from PATH (make puts $(BIN) first), else the versioned cache dirs `make cluster-tools` fills."""
+    """$ARKBENCH_<NAME> (e.g. ARKBENCH_KUBE_APISERVER), else `name` from PATH (make puts $(BIN) first), else
+    the versioned cache dirs `make cluster-tools` fills."""
+    override = os.environ.get("ARKBENCH_" + name.upper().replace("-", "_"))
+    if override:
+        return Path(override) if os.access(override, os.X_OK) else None
     found = shutil.which(name)
     if found:
         return Path(found)
@@ -167,7 +172,8 @@ class RestClient:
                 if attempt == 2:
                     raise
                 continue
-            return ApiResponse(status=resp.status, body=json.loads(raw) if raw else None)
+            is_json = resp.getheader("Content-Type", "").startswith("application/json")
+            return ApiResponse(status=resp.status, body=json.loads(raw) if raw and is_json else raw.decode())
         raise AssertionError("unreachable")
 
     def must(
@@ -323,7 +329,9 @@ class ControlPlane:
                             "name": "arkbench",
                             "cluster": {
                                 "server": f"https://127.0.0.1:{self.port}",
-                                "certificate-authority": str(self.dir / "ca.crt"),
+                                "certificate-authority-data": base64.b64encode(
+                                    (self.dir / "ca.crt").read_bytes()
+                                ).decode(),
                             },
                         }
                     ],
