@@ -14,6 +14,8 @@ def test_both_binaries_at_the_fixed_path(arkouda_rootfs: Path) -> None:
         path = arkouda_rootfs / "opt/arkouda/bin" / name
         assert path.is_file(), name
         assert path.stat().st_mode & 0o111, f"{name} not executable"
+    # byte-compiled at build time: the pods' root filesystem is read-only
+    assert list((arkouda_rootfs / "opt/arkouda/lib/arkouda_standin/__pycache__").glob("launcher.*.pyc"))
 
 
 def test_standin_names_itself_and_runs_as_uid_1000(arkouda_rootfs: Path) -> None:
