@@ -21,16 +21,19 @@ stop() {  # stop NAME: SIGTERM the recorded process, SIGKILL after 15 s
   log "stopped $name (pid $pid)"
 }
 
+phase delete-pods
 # 1. Let the kubelet tear pods down properly (CNI DEL, netns removal) while everything still runs.
 if pid_alive kube-apiserver && pid_alive kubelet; then
   kubectl_ delete pods --all --all-namespaces --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
   for _ in $(seq 1 60); do
-    ctr_ -n k8s.io tasks ls -q 2>/dev/null | grep -q . || break
+    ctr_ -n k8s.io tasks ls 2>/dev/null | grep -q RUNNING || break
     sleep 0.5
   done
 fi
+phase stop-components
 for name in coredns kube-proxy kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
 
+phase containers
 # 2. Whatever containers are left in our containerd: record their netns, kill and delete them.
 netns=()
 if pid_alive containerd; then
@@ -54,11 +57,33 @@ for pid in $(pgrep -f -- "-address ${sock_re}( |$)" || true); do
   kill -KILL "$pid" 2>/dev/null && log "killed leftover shim $pid"
 done
 
+phase iptables
 # 3. kube-proxy's iptables rules (it knows its own chains).
 if [[ -f "$CLUSTER_DIR/config/kube-proxy.yaml" && -x "$K8S_BIN/kube-proxy" ]]; then
   "$K8S_BIN/kube-proxy" --cleanup >"$LOGS/kube-proxy-cleanup.log" 2>&1 || log "kube-proxy --cleanup failed (see $LOGS/kube-proxy-cleanup.log)"
 fi
 
+# The kubelet's own chains (KUBE-FIREWALL guards 127.0.0.0/8, canaries, hint), which --cleanup leaves.
+drop_chains() {  # drop_chains IPTABLES TABLE CHAIN...: delete the jumps to each CHAIN, then the chain
+  local ipt="$1" table="$2" chain rule; shift 2
+  for chain in "$@"; do
+    "$ipt" -w -t "$table" -S "$chain" >/dev/null 2>&1 || continue
+    while rule="$("$ipt" -w -t "$table" -S | grep -m1 -E "^-A [^ ]+ .*-j $chain( |$)")"; do
+      eval "$ipt -w -t $table ${rule/#-A /-D }" || break
+    done
+    "$ipt" -w -t "$table" -F "$chain" && "$ipt" -w -t "$table" -X "$chain" || true
+  done
+}
+if [[ -f "$CLUSTER_DIR/config/kubelet.yaml" ]]; then
+  for ipt in iptables ip6tables; do
+    command -v "$ipt" >/dev/null || continue
+    for table in filter nat mangle; do
+      drop_chains "$ipt" "$table" KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT
+    done
+  done
+fi
+
+phase netns-mounts
 # 4. Network namespaces of pods the kubelet did not get to tear down.
 for n in "${netns[@]}"; do
   [[ -e "$n" ]] || continue
@@ -73,6 +98,7 @@ for _ in 1 2 3; do
   for m in "${mnts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
 done
 
+phase network
 # 6. Our iptables chains, the bridge and its leftover veths, sysctls.
 iptables -w -D FORWARD -j "$FW_CHAIN" 2>/dev/null || true
 iptables -w -F "$FW_CHAIN" 2>/dev/null && iptables -w -X "$FW_CHAIN" 2>/dev/null || true
@@ -102,6 +128,7 @@ if [[ -f "$RUN/sysctl.saved" ]]; then
   while IFS= read -r kv; do sysctl -qw "$kv" || true; done <"$RUN/sysctl.saved"
 fi
 
+phase cgroups
 # 7. Pod cgroups the kubelet created (cgroupfs driver: /kubepods in every hierarchy), container log symlinks.
 for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/unified/kubepods; do
   [[ -d "$root" ]] || continue
@@ -113,9 +140,11 @@ if [[ -d /var/log/containers ]]; then
   done
 fi
 
+phase state
 # 8. State.
 if awk -v d="$CLUSTER_DIR/" 'index($5, d) == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo; then
   die "mounts remain under $CLUSTER_DIR (see /proc/self/mountinfo); not deleting it"
 fi
 rm -rf "$CLUSTER_DIR"
+phase_end
 log "cluster down in $(( $(date +%s) - start_s ))s"
