@@ -61,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--locales", type=_ints, default=[8, 64, 256, 1024], help="locale pod counts N")
     s.add_argument("--repeats", type=_positive, default=3)
-    s.add_argument("--profile-n", type=_positive, default=1024, help="profile one cold run at this N")
+    s.add_argument(
+        "--profile-n", type=_positive, default=1024, help="profile one cold and one rolling run at this N"
+    )
 
     c = sub.add_parser("cluster", help="issue 6 rows 2-4 on the local node: install, recovery, Himeno")
     c.add_argument(
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows = scale.run(
                     locale_counts=args.locales, repeats=args.repeats, command=command,
                     repo_root=args.repo_root.resolve(), profile_n=args.profile_n,
-                    profile_out=results_dir / f"profile-bootstrap-N{args.profile_n}.txt",
+                    profile_dir=results_dir,
                 )  # fmt: skip
             results.write_part(results_dir, "scale", rows, facts=facts)
             print(results.render_table(rows))

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from arkouda_bench.apiserver import BOOTSTRAP_USER, ControlPlane, RestClient, merge_patch
+from arkouda_bench.proc import children_cpu
 from arkouda_bench.results import Row
 from arkouda_bench.runtime import ensure_runtime
 from arkouda_bench.sshd import BenchSetupError, SshServer, chown_tree, loopback_hosts, write_secret_dir
@@ -176,6 +177,8 @@ class Run:
     t_child: float | None = None
     t_last_ready: float | None = None
     exit_code: int | None = None
+    cpu_bootstrap: float = 0.0
+    cpu_sshd: float = 0.0
     requests: Counter[str] = field(default_factory=Counter)
     tail: list[str] = field(default_factory=list)
 
@@ -233,7 +236,6 @@ class Harness:
     work: Path
     uid: int
     gid: int
-    profile_dir: Path | None = None
     _seq: int = 0
 
     def run_once(self, *, n: int, mode: str, profile: Path | None = None) -> Run:
@@ -242,6 +244,7 @@ class Harness:
         assert self.cp.admin is not None
         audit_mark = self.cp.audit_counts()[1]
         run = Run(mode=mode, n=n)
+        cpu0, sshd0 = children_cpu(), self.sshd.server_cpu()
         proc = BootstrapProcess(setup.argv, env=setup.env, uid=self.uid, gid=self.gid, cwd=setup.run_dir)
         run.t_start = proc.t_start
         deadline = time.monotonic() + RUN_TIMEOUT
@@ -258,6 +261,8 @@ class Harness:
             if _PROBED.search(line) and run.t_probed is None:
                 run.t_probed = t
         run.exit_code = proc.proc.wait()
+        run.cpu_bootstrap = children_cpu() - cpu0  # the bootstrap and its child (our only child process)
+        run.cpu_sshd = self.sshd.server_cpu() - sshd0
         # The timings end when the child starts; a bootstrap that then exits non-zero is reported in the rows'
         # notes (it happened: SIGABRT at interpreter exit with the locale monitor's watch still open).
         if not setup.child_file.exists():
@@ -385,6 +390,8 @@ def rows_for(n: int, cold: list[Run], rolling: list[Run], *, command: str) -> li
         [_need(r.t_child, "child", r) - r.t_start for r in cold],
         exits,
     )
+    add("cold: bootstrap CPU (whole run)", "s", [r.cpu_bootstrap for r in cold], "user+system, incl. imports")
+    add("cold: sshd CPU (all probes)", "s", [r.cpu_sshd for r in cold], "one sshd serves every host here")
     add(
         "rolling: launch latency (last Ready → child)",
         "s",
@@ -420,7 +427,7 @@ def run(
     command: str,
     repo_root: Path,
     profile_n: int | None,
-    profile_out: Path | None,
+    profile_dir: Path | None,
 ) -> list[Row]:
     rows: list[Row] = []
     with SshServer(max_startups=max(locale_counts) * 2 + 16) as sshd, ControlPlane() as cp:
@@ -449,17 +456,21 @@ def run(
                             (r.t_probed or 0) - (r.t_all_ready or 0), sum(r.requests.values()),
                         )  # fmt: skip
                 rows += rows_for(n, cold, rolling, command=command)
-            if profile_n is not None and profile_out is not None:
-                profile_out.parent.mkdir(parents=True, exist_ok=True)
-                r = h.run_once(n=profile_n, mode="cold", profile=profile_out)
-                log.info("profile of a cold N=%d run: %s", profile_n, profile_out)
-                rows.append(
-                    Row.measured(
-                        group=GROUP, case=f"N={profile_n} locales", metric="cold: total under pyinstrument",
-                        unit="s", command=command, values=[(r.t_child or 0) - r.t_start],
-                        note=str(profile_out),
-                    )
-                )  # fmt: skip
+            if profile_n is not None and profile_dir is not None:
+                profile_dir.mkdir(parents=True, exist_ok=True)
+                for mode in ("cold", "rolling"):
+                    out = profile_dir / f"profile-bootstrap-N{profile_n}-{mode}.txt"
+                    r = h.run_once(n=profile_n, mode=mode, profile=out)
+                    log.info("profile of a %s N=%d run: %s", mode, profile_n, out)
+                    start = r.t_start if mode == "cold" else (r.t_last_ready or r.t_start)
+                    what = "total" if mode == "cold" else "launch latency"
+                    rows.append(
+                        Row.measured(
+                            group=GROUP, case=f"N={profile_n} locales",
+                            metric=f"{mode}: {what} under pyinstrument",
+                            unit="s", command=command, values=[(r.t_child or 0) - start], note=str(out),
+                        )
+                    )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return rows
