@@ -31,10 +31,10 @@ chmod 0755 /tmp/ssh-wrapper
 launch() {  # $1 = case, $2 = ssh config, $3 = ssh command
   rc=0
   GASNET_SSH_SERVERS="127.0.0.1 127.0.0.1" GASNET_SSH_CMD="$3" GASNET_SSH_OPTIONS="-F $2" \
-    GASNET_MASTERIP=127.0.0.1 GASNET_SSH_REMOTE_PATH=/opt/arkouda/bin ARKOUDA_STANDIN_TIMEOUT=20 \
+    GASNET_MASTERIP=127.0.0.1 GASNET_SSH_REMOTE_PATH=/opt/arkouda/bin ARKOUDA_STANDIN_TIMEOUT=90 \
     /opt/arkouda/bin/arkouda_server -nl 2 --ServerPort=5555 >"/tmp/$1.log" 2>&1 &
   pid=$!
-  for _ in $(seq 150); do
+  for _ in $(seq 600); do
     if grep -q 'server listening' "/tmp/$1.log"; then
       PYTHONPATH=/opt/arkouda/lib python3 -m arkouda_standin.client 127.0.0.1 5555 shutdown >/dev/null
       break

@@ -38,7 +38,7 @@ def test_standin_launches_locales_inside_the_image(arkouda_rootfs: Path) -> None
     fake.chmod(0o755)
     script = (
         "arkouda_server -nl 2 --ServerPort=5555 & pid=$!; "
-        "for i in $(seq 50); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 5555), 1)' "
+        "for i in $(seq 300); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 5555), 1)' "
         "2>/dev/null && break; sleep 0.2; done; "
         "PYTHONPATH=/opt/arkouda/lib python3 -m arkouda_standin.client 127.0.0.1 5555 getconfig; "
         "PYTHONPATH=/opt/arkouda/lib python3 -m arkouda_standin.client 127.0.0.1 5555 shutdown >/dev/null; "

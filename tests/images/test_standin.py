@@ -160,7 +160,7 @@ def _launch(
         "GASNET_MASTERIP": "127.0.0.1",
         "GASNET_SSH_REMOTE_PATH": str(STANDIN / "bin"),
         "FAKE_SSH_LOG": str(tmp_path / "ssh.log"),
-        "ARKOUDA_STANDIN_TIMEOUT": "30",
+        "ARKOUDA_STANDIN_TIMEOUT": "90",
         **(extra_env or {}),
     }
     return subprocess.Popen(
