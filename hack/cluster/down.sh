@@ -5,6 +5,7 @@
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
 [[ $EUID -eq 0 ]] || die "cluster-down needs root"
+cluster_lock
 start_s=$(date +%s)
 if [[ ! -d "$CLUSTER_DIR" ]]; then log "nothing to do: $CLUSTER_DIR does not exist"; exit 0; fi
 [[ "$(cat "$CLUSTER_DIR/.arkouda-k8s-cluster" 2>/dev/null)" == "$CLUSTER_DIR" ]] ||

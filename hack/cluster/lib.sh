@@ -37,6 +37,15 @@ CONTAINERD_SOCK="$RUN/containerd.sock"
 AUDIT_LOG="${CLUSTER_AUDIT_LOG:-$LOGS/audit.log}"
 AUDIT_POLICY="${CLUSTER_AUDIT_POLICY:-$CLUSTER_HACK/config/audit-policy.yaml}"
 
+# cluster_lock: serialize up/down/load-images of the same cluster (several make targets may call cluster-up at once).
+cluster_lock() {
+  [[ -z "${CLUSTER_LOCKED:-}" ]] || return 0   # already held by the script that called us
+  export CLUSTER_LOCKED=1
+  mkdir -p "$CACHE_DIR"
+  exec 9>"$CACHE_DIR/cluster.lock"
+  flock -n 9 || { printf '[cluster] waiting for another cluster-up/down to finish (%s)\n' "$CACHE_DIR/cluster.lock"; flock 9; }
+}
+
 log() { printf '[cluster] %s\n' "$*"; }
 die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
 

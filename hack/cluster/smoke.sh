@@ -4,7 +4,7 @@
 # containerd + runc, the CNI bridge, CoreDNS, kube-proxy's Service NAT and PodSecurity admission all work.
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
-ns="arkouda-cluster-smoke-$(date +%s)"   # fresh name: a previous run's namespace may still be terminating
+ns="arkouda-cluster-smoke-$(date +%s)-$$"   # fresh name: a previous run's namespace may still be terminating
 start=$(date +%s)
 sc='{"runAsNonRoot": true, "runAsUser": 65534, "allowPrivilegeEscalation": false,
      "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}'

@@ -8,6 +8,7 @@
 # shellcheck source=hack/cluster/pki.sh
 . "$CLUSTER_HACK/pki.sh"
 total_start=$(date +%s.%N)
+cluster_lock
 
 phase preflight
 [[ $EUID -eq 0 ]] || die "cluster-up needs root (kubelet, containerd, bridge, iptables)"
@@ -23,6 +24,16 @@ for p in bridge host-local loopback portmap; do
   [[ -x "/usr/lib/cni/$p" ]] || die "/usr/lib/cni/$p missing: run 'make deps' (containernetworking-plugins)"
 done
 [[ -d /sys/fs/cgroup/memory || -f /sys/fs/cgroup/cgroup.controllers ]] || die "no cgroup memory controller mounted"
+# State left by a cluster whose processes are all gone (machine or session restarted, processes killed): its
+# mounts, netns and chains are stale, so tear it down properly before starting fresh.
+if [[ -d "$RUN" ]] && compgen -G "$RUN/*.pid" >/dev/null; then
+  alive=0
+  for pidf in "$RUN"/*.pid; do pid_alive "$(basename "$pidf" .pid)" && alive=1; done
+  if (( alive == 0 )); then
+    log "stale state in $CLUSTER_DIR (no recorded process alive): cleaning it with down.sh first"
+    "$CLUSTER_HACK/down.sh"
+  fi
+fi
 mkdir -p "$CLUSTER_DIR" "$RUN" "$LOGS" "$CLUSTER_DIR/cni/net.d" "$CLUSTER_DIR/cni/networks" "$CLUSTER_DIR/config"
 echo "$CLUSTER_DIR" >"$CLUSTER_DIR/.arkouda-k8s-cluster"   # marker: down.sh refuses to rm -rf anything else
 
