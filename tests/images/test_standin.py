@@ -318,12 +318,14 @@ def test_udp_mesh_hears_live_peers_and_names_silent_ones() -> None:
     silent.bind(("127.0.0.1", 0))  # bound but never answers: like a pod whose UDP is dropped
     try:
         result: dict[str, list[int]] = {}
-        t = threading.Thread(target=lambda: result.update(b=b.exchange({0: ("127.0.0.1", a.port)}, timeout=10)))
+        t = threading.Thread(target=lambda: result.update(b=b.exchange({0: ("127.0.0.1", a.port)}, timeout=60)))
         t.start()
-        peers = {1: ("127.0.0.1", b.port), 2: ("127.0.0.1", silent.getsockname()[1])}
-        assert a.exchange(peers, timeout=2) == [2]
-        t.join(15)
+        # live peers: returns as soon as each was heard (the timeout is only a cap)
+        assert a.exchange({1: ("127.0.0.1", b.port)}, timeout=60) == []
+        t.join(60)
         assert result["b"] == []
+        # a silent peer is named once the time is up
+        assert a.exchange({1: ("127.0.0.1", b.port), 2: ("127.0.0.1", silent.getsockname()[1])}, timeout=1) == [2]
     finally:
         a.close()
         b.close()
@@ -342,5 +344,5 @@ def test_sigterm_before_the_locales_reported_stops_cleanly(tmp_path: Path) -> No
             break
     proc.terminate()
     out, _ = proc.communicate(timeout=20)
-    assert proc.returncode == 143
+    assert proc.returncode == 143, out
     assert "interrupted before every locale reported" in out

@@ -252,8 +252,12 @@ def main(argv: list[str], env: dict[str, str]) -> int:
     stop = threading.Event()
     exit_code = [0]
 
+    signals: list[int] = []
+
     def on_signal(signum: int, _frame: object) -> None:
-        emit(f"received signal {signum}; shutting down")
+        # No output here: the handler may interrupt a print of the main thread (a reentrant write of
+        # stdout raises); the main thread reports the signal once it sees `stop`.
+        signals.append(signum)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -269,7 +273,7 @@ def main(argv: list[str], env: dict[str, str]) -> int:
             emit(f"error: {exc}")
             return 1
         except LaunchInterruptedError:
-            emit("interrupted before every locale reported; stopping the locales")
+            emit(f"received signal {signals[0]}: interrupted before every locale reported; stopping the locales")
             return 143
         print_report(report)
         srv = server.StandInServer(
@@ -291,6 +295,8 @@ def main(argv: list[str], env: dict[str, str]) -> int:
 
         threading.Thread(target=watch, name="watch", daemon=True).start()
         stop.wait()
+        if signals:
+            emit(f"received signal {signals[0]}; shutting down")
         srv.stop()
         return exit_code[0]
     finally:
