@@ -37,6 +37,11 @@ for name in coredns kube-proxy kubelet kube-scheduler kube-controller-manager ku
 phase containers
 # 2. Whatever containers are left in our containerd: record their netns, kill and delete them.
 netns=()
+if ! pid_alive containerd && [[ -f "$CLUSTER_DIR/config/containerd.toml" && -d "$CLUSTER_DIR/containerd" ]]; then
+  # Stale state (processes gone): start our containerd once more so it can name and remove its containers.
+  start containerd "$(command -v containerd)" --config "$CLUSTER_DIR/config/containerd.toml"
+  for _ in $(seq 1 40); do ctr_ version >/dev/null 2>&1 && break; sleep 0.5; done
+fi
 if pid_alive containerd; then
   for c in $(ctr_ -n k8s.io containers ls -q 2>/dev/null); do
     ns_path="$(ctr_ -n k8s.io containers info "$c" 2>/dev/null |
