@@ -157,6 +157,14 @@ class Cluster:
         )
         return _run(["helm", *args, *tag])
 
+    def server_log_tail(self, ns: str, pod: str) -> str:
+        """The last line of the server container's log (for a failure message), or why there is none."""
+        try:
+            text = str(self.core.read_namespaced_pod_log(pod, ns, container="server", tail_lines=1))
+        except Exception as exc:
+            return f"(no log: {type(exc).__name__})"
+        return text.strip() or "(empty)"
+
     def namespace(self, name: str) -> str:
         labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "audit", "warn")}
         self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
@@ -292,12 +300,15 @@ def himeno_pods(cl: Cluster, ns: str, release: str, *, first: bool) -> float:
     server_name = f"{release}-arkouda-server-0"
     old_uid = None
     if first:
-        cl.helm(
-            "install", release, str(cl.chart), "-n", ns, "-f", str(cl.values("mpi-hybrid.yaml")),
-            "--set", "server.mpi.command=/opt/mpi-demo/bin/himeno", "--set", "server.mpi.args={S}",
-            "--set", "server.mpi.ompThreads=1", "--set", "tests.enabled=false",
-            "--wait", "--timeout", HELM_TIMEOUT,
-        )  # fmt: skip
+        try:
+            cl.helm(
+                "install", release, str(cl.chart), "-n", ns, "-f", str(cl.values("mpi-hybrid.yaml")),
+                "--set", "server.mpi.command=/opt/mpi-demo/bin/himeno", "--set", "server.mpi.args={S}",
+                "--set", "server.mpi.ompThreads=1", "--set", "tests.enabled=false",
+                "--wait", "--timeout", HELM_TIMEOUT,
+            )  # fmt: skip
+        except BenchSetupError as exc:
+            raise BenchSetupError(f"{exc}; server log ends: {cl.server_log_tail(ns, server_name)}") from None
     else:
         old_uid = cl.core.read_namespaced_pod(server_name, ns).metadata.uid
         cl.core.delete_namespaced_pod(server_name, ns)
