@@ -4,6 +4,7 @@ paramiko probe, and the real ssh client with the config the server writes (issue
 from __future__ import annotations
 
 import logging
+import os
 import pwd
 import subprocess
 import threading
@@ -70,6 +71,23 @@ def test_locale_writes_strict_sshd_config_accepted_by_sshd_t(locale_sshd: Locale
     assert (
         Path(f"/proc/{locale_sshd.pid}/status").read_text().count(f"\t{pwd.getpwnam(locale_sshd.user).pw_uid}\t") >= 1
     )
+
+
+def test_locale_writes_the_launcher_ssh_wrapper_at_the_servers_path(locale_sshd: LocaleSshd) -> None:
+    """mpirun hands its plm_rsh_agent path (the server's <state>/bin/ssh) to every orted it starts; orted exits
+    when that path does not exist on its host, and a daemonized orted dies silently: mpirun then hangs. So
+    every locale has the wrapper and client config at the same paths, pinned like the server's."""
+    wrapper = locale_sshd.state_dir / "bin" / "ssh"
+    config = locale_sshd.state_dir / "ssh_config"
+    assert wrapper.exists() and os.access(wrapper, os.X_OK)
+    assert str(config) in wrapper.read_text()
+    text = config.read_text()
+    assert "StrictHostKeyChecking yes" in text
+    assert f"UserKnownHostsFile {KeyPaths.under(locale_sshd.state_dir).known_hosts}" in text
+    effective = subprocess.run(
+        ["ssh", "-G", "-F", str(config), "127.0.0.1"], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"port {locale_sshd.port}" in effective
 
 
 def test_probe_succeeds_with_pinned_key(

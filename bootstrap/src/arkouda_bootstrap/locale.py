@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
-from arkouda_bootstrap import sshd
-from arkouda_bootstrap.config import LocaleSettings
+from arkouda_bootstrap import ssh, sshd
+from arkouda_bootstrap.config import DEFAULT_CONNECT_TIMEOUT, LocaleSettings
 from arkouda_bootstrap.identity import ensure_identity
 
 log = logging.getLogger(__name__)
@@ -23,6 +23,21 @@ def prepare_locale(settings: LocaleSettings) -> sshd.PreparedSshd:
         uid=ident.uid,
         extra_env=ident.env,
         sshd=settings.sshd,
+    )
+    # The launcher's ssh wrapper and client config at the same paths as in the server pod. mpirun passes its
+    # OMPI_MCA_plm_rsh_agent (our wrapper's path) to every orted it starts, and orted refuses to start when that
+    # path does not exist on its host, even with tree spawn off; it also lets a locale reach its peers the
+    # same pinned way if a launcher ever spawns from there.
+    ssh.write_client_files(
+        state_dir=settings.state_dir,
+        user=ident.user,
+        port=settings.port,
+        identity_file=prepared.keys.client_key,
+        known_hosts=prepared.keys.known_hosts,
+        tuning=settings.tuning,
+        connect_timeout=DEFAULT_CONNECT_TIMEOUT,
+        prewarm=False,
+        wrapper_env=ident.env,
     )
     log.info(
         "sshd config %s accepted by sshd -t (port %d, user %s, StrictModes %s)",

@@ -218,6 +218,7 @@ class PreparedSshd:
     argv: list[str]
     env: dict[str, str]
     strict_modes: bool
+    keys: KeyPaths
 
 
 def prepare(
@@ -263,5 +264,9 @@ def prepare(
     env = {**os.environ, **extra_env}
     check_config(sshd=binary, config=config, env=env)
     return PreparedSshd(
-        config=config, argv=[binary, "-D", "-e", "-f", str(config)], env=env, strict_modes=violation is None
+        config=config,
+        argv=[binary, "-D", "-e", "-f", str(config)],
+        env=env,
+        strict_modes=violation is None,
+        keys=key_paths,
     )
