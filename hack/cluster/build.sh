@@ -25,7 +25,7 @@ grep -Eq "^(require )?\s*go.etcd.io/etcd/server/v3 ${ETCD_VERSION}( |$)" "$here/
 grep -Eq "^(require )?\s*github.com/coredns/coredns ${COREDNS_VERSION}( |$)" "$here/tools/coredns/go.mod" ||
   die "hack/cluster/tools/coredns/go.mod is not for COREDNS_VERSION=${COREDNS_VERSION}: run hack/cluster/gen-tools-mod.sh"
 
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly -trimpath"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly -trimpath -buildvcs=false"
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
 # build DIR MODULE_DIR LDFLAGS PKG...: one `go build` for all packages, so shared packages compile once.
