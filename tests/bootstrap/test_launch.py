@@ -62,6 +62,7 @@ def test_mpi_sets_openmpi4_and_5_names() -> None:
     assert env["PRTE_MCA_prte_default_hostfile"] == "/run/arkouda/hostfile"
     assert env["OMPI_MCA_plm_rsh_agent"] == env["PRTE_MCA_plm_ssh_agent"] == "/run/arkouda/bin/ssh"
     assert env["OMPI_MCA_plm_rsh_args"] == env["PRTE_MCA_plm_ssh_args"] == "-F /run/arkouda/ssh_config"
+    assert env["OMPI_MCA_orte_startup_timeout"] == "120"
     assert env["OMP_NUM_THREADS"] == "4"
     assert "GASNET_SPAWNFN" not in env
 

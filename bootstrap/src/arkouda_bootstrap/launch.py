@@ -31,6 +31,9 @@ class LaunchPlan:
     files: dict[Path, str] = field(default_factory=dict)  # path -> content, written before launch
 
 
+MPI_STARTUP_TIMEOUT_SECONDS = 120
+
+
 def render_hostfile(hosts: Sequence[str], *, slots: int) -> str:
     return "".join(f"{host} slots={slots}\n" for host in hosts)
 
@@ -102,6 +105,10 @@ def build_plan(
                 "PRTE_MCA_plm_ssh_args": ssh_args,
             }
         )
+        # A remote orted that dies before it calls back (a daemonized one dies silently) leaves ORTE's mpirun
+        # waiting forever: bound the launch phase unless the user chose a value (the job itself is not bounded).
+        if "OMPI_MCA_orte_startup_timeout" not in os.environ:
+            env.setdefault("OMPI_MCA_orte_startup_timeout", str(MPI_STARTUP_TIMEOUT_SECONDS))
     return LaunchPlan(argv=argv, env=env, files=files)
 
 
