@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--profile-n", type=_positive, default=1024, help="profile one cold and one rolling run at this N"
     )
+    s.add_argument("--no-profile", action="store_true", help="skip the profiled runs")
+    s.add_argument("--modes", default="cold,rolling", help="which runs per repeat (cold, rolling or both)")
 
     c = sub.add_parser("cluster", help="issue 6 rows 2-4 on the local node: install, recovery, Himeno")
     c.add_argument(
@@ -126,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 rows = scale.run(
                     locale_counts=args.locales, repeats=args.repeats, command=command,
-                    repo_root=args.repo_root.resolve(), profile_n=args.profile_n,
+                    repo_root=args.repo_root.resolve(), profile_n=None if args.no_profile else args.profile_n,
+                    modes=[m for m in args.modes.split(",") if m],
                     profile_dir=results_dir,
                 )  # fmt: skip
             results.write_part(results_dir, "scale", rows, facts=facts)

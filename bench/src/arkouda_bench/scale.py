@@ -360,6 +360,8 @@ def rows_for(n: int, cold: list[Run], rolling: list[Run], *, command: str) -> li
     rows: list[Row] = []
 
     def add(metric: str, unit: str, values: list[float], note: str = "") -> None:
+        if not values:  # that mode was not run
+            return
         rows.append(
             Row.measured(
                 group=GROUP, case=case, metric=metric, unit=unit, command=command, values=values, note=note
@@ -409,6 +411,8 @@ def rows_for(n: int, cold: list[Run], rolling: list[Run], *, command: str) -> li
         [_need(r.t_probed, "ssh probe", r) - _need(r.t_all_ready, "N/N", r) for r in rolling],
     )
     for mode, runs in (("cold", cold), ("rolling", rolling)):
+        if not runs:
+            continue
         last = runs[-1].requests
         breakdown = ", ".join(f"{k} {v}" for k, v in sorted(last.items()))
         add(
@@ -428,6 +432,7 @@ def run(
     repo_root: Path,
     profile_n: int | None,
     profile_dir: Path | None,
+    modes: Sequence[str] = ("cold", "rolling"),
 ) -> list[Row]:
     rows: list[Row] = []
     with SshServer(max_startups=max(locale_counts) * 2 + 16) as sshd, ControlPlane() as cp:
@@ -447,6 +452,8 @@ def run(
                 rolling: list[Run] = []
                 for rep in range(repeats):
                     for mode, bucket in (("cold", cold), ("rolling", rolling)):
+                        if mode not in modes:
+                            continue
                         r = h.run_once(n=n, mode=mode)
                         bucket.append(r)
                         log.info(
