@@ -150,10 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             json_path, csv_path = results.write_merged(results_dir, rows, part_facts)
             head = part_facts[0]
-            print(
-                f"# Arkouda on Kubernetes bench — {head['date']}, {head['cores']} cores, "
-                f"{head['memory_gib']} GiB, commit {head['commit']}"
-            )
+            print(f"# Arkouda on Kubernetes bench — {head['cores']} cores, {head['memory_gib']} GiB")
+            for f in part_facts:
+                print(f"# part {f['part']}: {f['date']}, commit {f['commit']}")
             print(results.render_table(rows, markdown=args.markdown))
             print(f"# written: {csv_path} {json_path}")
             return 0

@@ -123,6 +123,9 @@ def this_command() -> str:
     return shlex.join(["python", "-m", "arkouda_bench", *sys.argv[1:]])
 
 
+# The order of the parts in the table: issue 7's row, then issue 6's rows 1 and 2-4.
+PART_ORDER = ("fanout", "scale", "cluster")
+
 # The paths whose uncommitted changes make a measurement differ from its commit ("+dirty").
 MEASURED_PATHS = ("bench", "bootstrap", "charts", "docker", "hack", "mk", "values")
 
@@ -184,7 +187,11 @@ def write_part(results_dir: Path, part: str, rows: Iterable[Row], *, facts: dict
 def read_parts(results_dir: Path) -> tuple[list[Row], list[dict[str, Any]]]:
     rows: list[Row] = []
     facts: list[dict[str, Any]] = []
-    for path in sorted((results_dir / "parts").glob("*.json")):
+    order = {name: i for i, name in enumerate(PART_ORDER)}
+    paths = sorted(
+        (results_dir / "parts").glob("*.json"), key=lambda p: (order.get(p.stem, len(order)), p.stem)
+    )
+    for path in paths:
         payload = json.loads(path.read_text())
         facts.append({"part": payload["part"], **payload["facts"]})
         rows.extend(Row.from_json(r) for r in payload["rows"])
