@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 from arkouda_bootstrap.discovery import (
+    EVENTS_MIN_INTERVAL,
     WaitTimeoutError,
     evaluate,
     order_pods,
@@ -280,3 +281,39 @@ def test_watches_ending_at_once_do_not_busy_loop() -> None:
         )
     assert slept == [1, 1, 1]
     assert [c[0] for c in api.calls].count("watch_pods") == 3
+
+
+def test_rollout_in_ordinal_order_looks_events_up_at_most_once_per_interval() -> None:
+    """In an OrderedReady rollout the first waiting pod changes on every Ready: the Events lookups for the
+    progress line must not grow with the number of locales (issue 6: API requests constant in N)."""
+    clock = FakeClock()
+    api = FakeKube()
+    n = 50
+    for i in range(n):
+        api.pods[f"r-{i}"] = make_pod(f"r-{i}", ready=False, phase="Pending", ip=None)
+    api.script(*(api.event("MODIFIED", make_pod(f"r-{i}", ip=f"10.0.0.{i + 1}", rv="2")) for i in range(n)))
+    lines: list[str] = []
+    pods = wait_for_locales(
+        api, namespace="ns", selector="s=1", expected=n, timeout=60, report=lines.append, clock=clock
+    )
+    assert len(pods) == n
+    assert len(lines) == n + 1  # still one line per change
+    assert [c for c in api.calls if c[0] == "list_pod_events"] == [("list_pod_events", "r-0")]
+
+
+def test_events_are_looked_up_again_after_the_interval() -> None:
+    api = FakeKube()
+    for i in range(3):
+        api.pods[f"r-{i}"] = make_pod(f"r-{i}", ready=False, phase="Pending", ip=None)
+    api.script(*(api.event("MODIFIED", make_pod(f"r-{i}", ip=f"10.0.0.{i + 1}", rv="2")) for i in range(3)))
+    now = 0.0
+
+    def slow_clock() -> float:  # every reading is one interval after the previous one
+        nonlocal now
+        now += EVENTS_MIN_INTERVAL
+        return now
+
+    wait_for_locales(
+        api, namespace="ns", selector="s=1", expected=3, timeout=600, report=lambda _: None, clock=slow_clock
+    )
+    assert [c[1] for c in api.calls if c[0] == "list_pod_events"] == ["r-0", "r-1", "r-2"]

@@ -9,6 +9,7 @@ name's numeric suffix) — never in API order.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -25,6 +26,8 @@ _SUFFIX = re.compile(r"-(\d+)$")
 # One watch request lasts at most this long; between requests we re-check the deadline and the pod's Events.
 WATCH_CHUNK_SECONDS = 10
 MAX_WAITING_SHOWN = 3
+# Seconds between two Events lookups for progress lines (keeps the API requests constant in the locale count).
+EVENTS_MIN_INTERVAL = 5.0
 
 
 class WaitTimeoutError(BootstrapError):
@@ -36,13 +39,18 @@ class WaitTimeoutError(BootstrapError):
 
 def ordinal(pod: PodInfo) -> int:
     """StatefulSet ordinal from the pod-index label, else the name's `-<n>` suffix."""
-    label = pod.labels.get(POD_INDEX_LABEL)
+    return _ordinal(pod.name, pod.labels.get(POD_INDEX_LABEL))
+
+
+@functools.lru_cache(maxsize=65536)
+def _ordinal(name: str, label: str | None) -> int:
+    # Cached: discovery evaluates every pod on every watch event, so at 1024 locales this ran a million times.
     if label is not None and label.isdigit():
         return int(label)
-    match = _SUFFIX.search(pod.name)
+    match = _SUFFIX.search(name)
     if match is None:
         raise BootstrapError(
-            f"pod {pod.name} matches the locale selector but has no StatefulSet ordinal "
+            f"pod {name} matches the locale selector but has no StatefulSet ordinal "
             f"(no {POD_INDEX_LABEL} label, no -<n> name suffix): fix the selector"
         )
     return int(match.group(1))
@@ -120,13 +128,16 @@ def evaluate(
     events_for: Callable[[PodInfo], list[EventInfo]] | None = None,
 ) -> tuple[Progress, list[PodInfo]]:
     """Compute progress from the current pods; the ready locales (ordinal < expected) in ordinal order."""
+    # Runs on every watch event: one pass over the pods (this was O(N) with a large constant, O(N²) per rollout).
     wanted = [p for p in order_pods(pods.values()) if ordinal(p) < expected]
-    ready = [p for p in wanted if p.ready]
+    ready: list[PodInfo] = []
+    waiting: list[PodInfo] = []
+    for p in wanted:
+        (ready if p.ready else waiting).append(p)
     if len(ready) >= expected:
         return Progress(
             ready=expected, expected=expected, line=f"{expected}/{expected} locales ready", done=True
         ), ready
-    waiting = [p for p in wanted if not p.ready]
     parts: list[str] = []
     for i, pod in enumerate(waiting[:MAX_WAITING_SHOWN]):
         events = events_for(pod) if (events_for is not None and i == 0) else []
@@ -167,15 +178,22 @@ def wait_for_locales(
     deadline = clock() + timeout
     last_line = ""
     events_broken = False
-    # Events of the first waiting pod, fetched once per pod version and again after each watch chunk
+    # Events of the first waiting pod, fetched once per pod version and again after each watch chunk, but at
+    # most once per EVENTS_MIN_INTERVAL: in an ordinal-order rollout the first waiting pod changes on every
+    # Ready, and one lookup per change made the bootstrap's API requests grow with the number of locales.
     events_cache: dict[tuple[str, str], list[EventInfo]] = {}
+    last_events_fetch: float | None = None
 
     def events_for(pod: PodInfo) -> list[EventInfo]:
-        nonlocal events_broken
+        nonlocal events_broken, last_events_fetch
         if events_broken:
             return []
         key = (pod.name, pod.resource_version)
         if key not in events_cache:
+            now = clock()
+            if last_events_fetch is not None and now - last_events_fetch < EVENTS_MIN_INTERVAL:
+                return []
+            last_events_fetch = now
             try:
                 events_cache[key] = api.list_pod_events(namespace=namespace, pod_name=pod.name)
             except BootstrapError as exc:  # reasons from Events are a nicety, not a requirement
