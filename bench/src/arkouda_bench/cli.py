@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,7 +93,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the sshd, etcd and kube-apiserver this bench
+    # started are stopped by their context managers instead of being left running.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s", stream=sys.stderr

@@ -9,11 +9,13 @@ sshd_config come from the bootstrap's own code; the host key is pinned on the cl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -44,6 +46,21 @@ def loopback_hosts(count: int) -> list[str]:
     if count > 254 * 254:
         raise ValueError(f"at most {254 * 254} loopback hosts, asked for {count}")
     return [f"127.0.{1 + i // 254}.{1 + i % 254}" for i in range(count)]
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """PIDs whose command line contains `text` (a private temp path of this run, so never someone else's)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            pids.append(int(entry.name))
+    return pids
 
 
 def free_port() -> int:
@@ -253,6 +270,12 @@ class SshServer:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._client_dir is not None:
+            # Background ControlMasters of an interrupted pre-warm still hold connections: end exactly the
+            # ssh processes that use this run's private client dir.
+            for pid in processes_mentioning(str(self._client_dir)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
