@@ -87,7 +87,9 @@ start() {
   local name="$1" exe="$2"; shift 2
   if pid_alive "$name"; then log "$name already running (pid $(cut -d' ' -f1 "$RUN/$name.pid"))"; return 0; fi
   [[ -x "$exe" ]] || die "$exe is missing: run 'make cluster-tools'"
-  setsid "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  # 9>&-: the daemon must not inherit cluster_lock's fd, or it holds the lock for its whole life and every later
+  # cluster-up/down waits forever.
+  setsid "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
   echo "$! $exe" >"$RUN/$name.pid"
   log "$name started (pid $!, log $LOGS/$name.log)"
 }

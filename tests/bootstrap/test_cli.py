@@ -162,3 +162,19 @@ def test_python_m_entrypoint(entry: list[str]) -> None:
     result = subprocess.run([sys.executable, *entry, "server"], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == EXIT_USAGE
     assert "Traceback" not in result.stderr
+
+
+def test_entrypoint_exits_with_mains_status_without_interpreter_teardown(tmp_path: Path) -> None:
+    """The console script leaves through os._exit with main()'s status (a daemon monitor thread blocked in a
+    watch read made the normal teardown abort with SIGABRT after the program had succeeded)."""
+    script = (
+        "import sys, threading, time\n"
+        "from arkouda_bootstrap import cli\n"
+        "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
+        "cli.main = lambda: 7\n"
+        "print('flushed before exit', end='')\n"
+        "cli.entrypoint()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stdout == "flushed before exit"

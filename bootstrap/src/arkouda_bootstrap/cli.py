@@ -4,6 +4,7 @@ turned into one line on stderr plus a non-zero exit (see errors.py for the codes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -351,3 +352,17 @@ def main(
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def entrypoint() -> NoReturn:
+    """Console-script and `python -m` entry: run main() and leave without interpreter teardown.
+
+    The server's locale monitor is a daemon thread that sits in a blocking watch read; tearing the interpreter
+    down under it aborted the process (SIGABRT, exit 134) after a supervised program had exited 0, hiding the
+    program's status from Kubernetes. Everything worth keeping is flushed first."""
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
