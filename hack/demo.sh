@@ -39,15 +39,16 @@ else
   export KUBECONFIG
 fi
 
-install_and_test() {
-  local values=$1
-  helm upgrade --install "$RELEASE" "$REPO_ROOT/charts/arkouda" -n "$NS" --create-namespace \
+# install RELEASE VALUES_FILE: install or upgrade one release of the chart and wait until it is Ready.
+install() {
+  local release=$1 values=$2
+  helm upgrade --install "$release" "$REPO_ROOT/charts/arkouda" -n "$NS" --create-namespace \
     -f "$REPO_ROOT/values/$values" --set "global.image.tag=$IMAGE_TAG" ${DEMO_SET:-} --wait --timeout 10m
 }
 
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
-phase "helm install (mode mpi, values/mpi-hybrid.yaml)" install_and_test mpi-hybrid.yaml
+phase "helm install (mode mpi, values/mpi-hybrid.yaml)" install "$RELEASE" mpi-hybrid.yaml
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 phase "helm test" bash -c "helm test '$RELEASE' -n '$NS' --timeout 5m > '$out' 2>&1 || { cat '$out'; exit 1; }"
@@ -56,9 +57,7 @@ echo "Hybrid MPI+OpenMP hello, 2 ranks x 2 OpenMP threads over the server pod an
 grep '^Hello from thread' "$out" | sort -u
 echo
 if [ "${DEMO_ARKOUDA:-0}" = 1 ]; then
-  phase "helm install (mode arkouda)" helm upgrade --install "$RELEASE-ak" "$REPO_ROOT/charts/arkouda" -n "$NS" \
-    -f "$REPO_ROOT/values/$([ $local_node = 1 ] && echo local.yaml || echo small-dev.yaml)" \
-    --set "global.image.tag=$IMAGE_TAG" ${DEMO_SET:-} --wait --timeout 10m
+  phase "helm install (mode arkouda)" install "$RELEASE-ak" "$([ $local_node = 1 ] && echo local.yaml || echo small-dev.yaml)"
   phase "helm test (ak.get_config())" helm test "$RELEASE-ak" -n "$NS" --timeout 5m
 fi
 cat <<EOT

@@ -174,5 +174,7 @@ def release_records(kube: Kube, namespace: str, release: str) -> list[str]:
         payload = base64.b64decode(raw)  # Helm's own base64
         if payload[:2] == b"\x1f\x8b":
             payload = gzip.decompress(payload)
-        out.append(json.loads(payload) and payload.decode())
+        text = payload.decode()
+        json.loads(text)  # a record that is not JSON means the decoding above is wrong: fail here, not later
+        out.append(text)
     return out
