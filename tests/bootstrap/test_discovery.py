@@ -317,3 +317,41 @@ def test_events_are_looked_up_again_after_the_interval() -> None:
         api, namespace="ns", selector="s=1", expected=3, timeout=600, report=lambda _: None, clock=slow_clock
     )
     assert [c[1] for c in api.calls if c[0] == "list_pod_events"] == ["r-0", "r-1", "r-2"]
+
+
+def test_on_ready_announces_each_locale_once_as_it_turns_ready_and_again_on_a_new_ip() -> None:
+    api = FakeKube()
+    api.pods["r-1"] = make_pod("r-1", ip="10.0.0.2")
+    api.pods["r-0"] = make_pod("r-0", ip=None, ready=False, phase="Pending")
+    api.pods["r-2"] = make_pod("r-2", ip=None, ready=False, phase="Pending")
+    announced: list[tuple[str, str | None, int]] = []
+    lines: list[str] = []
+
+    def report(line: str) -> None:
+        lines.append(line)
+
+    api.script(
+        api.event("MODIFIED", make_pod("r-0", ip="10.0.0.1")),
+        api.event("MODIFIED", make_pod("r-0", ip="10.0.0.1")),  # same pod, same IP: not again
+        api.event("MODIFIED", make_pod("r-1", ip="10.0.0.9")),  # recreated with another IP: again
+        api.event("MODIFIED", make_pod("r-2", ip="10.0.0.3")),
+    )
+    pods = wait_for_locales(
+        api,
+        namespace="ns",
+        selector="s=1",
+        expected=3,
+        timeout=60,
+        report=report,
+        on_ready=lambda p: announced.append((p.name, p.pod_ip, len(lines))),
+    )
+    assert [(name, ip) for name, ip, _ in announced] == [
+        ("r-1", "10.0.0.2"),
+        ("r-0", "10.0.0.1"),
+        ("r-1", "10.0.0.9"),
+        ("r-2", "10.0.0.3"),
+    ]
+    # announced while discovery was still waiting (before the N/N line), not after it
+    assert all(n_lines < len(lines) for _, _, n_lines in announced)
+    assert lines[-1] == "3/3 locales ready"
+    assert [p.pod_ip for p in pods] == ["10.0.0.1", "10.0.0.9", "10.0.0.3"]

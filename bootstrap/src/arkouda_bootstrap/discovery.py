@@ -169,10 +169,13 @@ def wait_for_locales(
     clock: Callable[[], float] = time.monotonic,
     chunk_seconds: int = WATCH_CHUNK_SECONDS,
     sleep: Callable[[float], None] = time.sleep,
+    on_ready: Callable[[PodInfo], None] | None = None,
 ) -> list[PodInfo]:
     """Block until `expected` locale pods are Ready with an IP; return them in ordinal order.
 
-    Raises WaitTimeoutError (with the last progress line) when `timeout` seconds pass first."""
+    `on_ready` is called once per pod name and IP as soon as that locale is seen Ready (the server starts its
+    ssh probe there, while the others are still coming up). Raises WaitTimeoutError (with the last progress
+    line) when `timeout` seconds pass first."""
     if expected <= 0:
         return []
     deadline = clock() + timeout
@@ -183,6 +186,7 @@ def wait_for_locales(
     # Ready, and one lookup per change made the bootstrap's API requests grow with the number of locales.
     events_cache: dict[tuple[str, str], list[EventInfo]] = {}
     last_events_fetch: float | None = None
+    announced: set[tuple[str, str | None]] = set()
 
     def events_for(pod: PodInfo) -> list[EventInfo]:
         nonlocal events_broken, last_events_fetch
@@ -205,6 +209,11 @@ def wait_for_locales(
     def check(pods: Mapping[str, PodInfo]) -> list[PodInfo] | None:
         nonlocal last_line
         progress, ready = evaluate(pods, expected=expected, events_for=events_for)
+        if on_ready is not None:
+            for pod in ready:
+                if (pod.name, pod.pod_ip) not in announced:
+                    announced.add((pod.name, pod.pod_ip))
+                    on_ready(pod)
         if progress.line != last_line:
             report(progress.line)
             last_line = progress.line

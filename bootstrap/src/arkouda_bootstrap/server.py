@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -46,52 +47,58 @@ def prepare_server(
     # a missing or malformed Secret fails now, not after waiting up to --timeout for the locales
     key_paths = sshd.install_keys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
     expected = settings.num_locales - 1
-    try:
-        locales = discovery.wait_for_locales(
-            api,
-            namespace=settings.namespace,
-            selector=settings.selector,
-            expected=expected,
-            timeout=settings.timeout,
-            report=report,
-        )
-    except discovery.WaitTimeoutError as exc:
-        recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
-        raise
-    hosts = [ssh.Host(address=settings.pod_ip, pod=settings.pod_name)] + [
-        ssh.Host(address=p.pod_ip or "", pod=p.name) for p in locales
-    ]
-    recorder.emit(
-        Reason.LOCALES_READY,
-        f"{expected} locales ready; hosts: " + " ".join(f"{h.pod}={h.address}" for h in hosts),
-    )
-    client = ssh.write_client_files(
-        state_dir=settings.state_dir,
-        user=ident.user,
-        port=settings.port,
-        identity_file=key_paths.client_key,
-        known_hosts=key_paths.known_hosts,
-        tuning=settings.tuning,
-        connect_timeout=settings.connect_timeout,
-        prewarm=settings.prewarm,
-        wrapper_env=ident.env,
-    )
     pinned = keys.pinned_host_key(key_paths.known_hosts.read_text(encoding="utf-8"))
-    try:
-        ssh.probe_all(
-            hosts,
-            port=settings.port,
-            user=ident.user,
-            client_key=ssh.load_client_key(key_paths.client_key),
-            pinned=pinned,
-            timeout=float(settings.connect_timeout),
-            policy=probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts),
+    policy = probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts)
+    probe = functools.partial(
+        ssh.probe_host,
+        port=settings.port,
+        user=ident.user,
+        client_key=ssh.load_client_key(key_paths.client_key),
+        pinned=pinned,
+        timeout=float(settings.connect_timeout),
+        policy=policy,
+    )
+    own = ssh.Host(address=settings.pod_ip, pod=settings.pod_name)
+    with ssh.IncrementalProbe(probe, max_workers=min(ssh.MAX_PROBE_THREADS, settings.num_locales)) as prober:
+        # Each locale is probed as soon as it is seen Ready, so when the last one turns Ready only its own
+        # probe stands between it and the launch (issue 6: launch latency).
+        prober.submit(own)
+        try:
+            locales = discovery.wait_for_locales(
+                api,
+                namespace=settings.namespace,
+                selector=settings.selector,
+                expected=expected,
+                timeout=settings.timeout,
+                report=report,
+                on_ready=lambda pod: prober.submit(ssh.Host(address=pod.pod_ip or "", pod=pod.name)),
+            )
+        except discovery.WaitTimeoutError as exc:
+            recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
+            raise
+        hosts = [own] + [ssh.Host(address=p.pod_ip or "", pod=p.name) for p in locales]
+        recorder.emit(
+            Reason.LOCALES_READY,
+            f"{expected} locales ready; hosts: " + " ".join(f"{h.pod}={h.address}" for h in hosts),
         )
-        if settings.prewarm:
-            ssh.prewarm(hosts, wrapper=client.wrapper)
-    except BootstrapError as exc:
-        recorder.emit(Reason.PROBE_FAILED, str(exc))
-        raise
+        client = ssh.write_client_files(
+            state_dir=settings.state_dir,
+            user=ident.user,
+            port=settings.port,
+            identity_file=key_paths.client_key,
+            known_hosts=key_paths.known_hosts,
+            tuning=settings.tuning,
+            connect_timeout=settings.connect_timeout,
+            prewarm=settings.prewarm,
+            wrapper_env=ident.env,
+        )
+        try:
+            prober.finish(hosts)
+            if settings.prewarm:
+                ssh.prewarm(hosts, wrapper=client.wrapper)
+        except BootstrapError as exc:
+            recorder.emit(Reason.PROBE_FAILED, str(exc))
+            raise
     plan = launch.build_plan(
         launcher=settings.launcher,
         command=settings.command,

@@ -4,13 +4,14 @@ call, the parallel paramiko probe of every host, and the optional ControlMaster 
 
 from __future__ import annotations
 
+import functools
 import logging
 import shlex
 import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -277,6 +278,51 @@ def probe_host(
     retrying(probe_once, host, port=port, user=user, client_key=client_key, pinned=pinned, timeout=timeout)
 
 
+class IncrementalProbe:
+    """Probes hosts as soon as they are known, in parallel, while discovery still waits for the others.
+
+    `submit` starts a host's probe once (per address and pod); `finish(hosts)` probes whatever of the final
+    host list is not started yet and waits for exactly those hosts — a pod that turned Ready, was probed and
+    then went away does not count. Launch then waits only for the probes of the last pods to turn Ready
+    instead of for a probe of every host. Use as a context manager: leaving it drops probes nobody waits for.
+    """
+
+    def __init__(self, probe: Callable[[Host], None], *, max_workers: int = MAX_PROBE_THREADS) -> None:
+        self._probe = probe
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="probe")
+        self._futures: dict[Host, Future[None]] = {}
+
+    def submit(self, host: Host) -> None:
+        if host not in self._futures:
+            self._futures[host] = self._pool.submit(self._probe, host)
+
+    def finish(self, hosts: Sequence[Host]) -> None:
+        """Raise BootstrapError naming the first failing host (in host order)."""
+        for host in hosts:
+            self.submit(host)
+        failures: list[tuple[Host, BaseException]] = []
+        for host in hosts:
+            exc = self._futures[host].exception()
+            if exc is not None:
+                failures.append((host, exc))
+        if failures:
+            host, exc = failures[0]
+            more = f" (+{len(failures) - 1} more hosts failed)" if len(failures) > 1 else ""
+            kind = "" if isinstance(exc, ProbeError) else f"{type(exc).__name__}: "
+            raise BootstrapError(f"ssh probe of {host.address} (pod {host.pod}) failed: {kind}{exc}{more}")
+        log.info("ssh probe: all %d hosts answered", len(hosts))
+
+    def close(self) -> None:
+        # Probes still running belong to pods that left the host list; they end within their retry budget.
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> IncrementalProbe:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 def probe_all(
     hosts: Sequence[Host],
     *,
@@ -291,34 +337,13 @@ def probe_all(
     """Probe every host in parallel; raise BootstrapError naming the first failing host (in host order)."""
     if not hosts:
         return
-    failures: list[tuple[Host, BaseException]] = []
-    with ThreadPoolExecutor(max_workers=min(MAX_PROBE_THREADS, len(hosts)), thread_name_prefix="probe") as pool:
-        futures = [
-            (
-                host,
-                pool.submit(
-                    probe,
-                    host,
-                    port=port,
-                    user=user,
-                    client_key=client_key,
-                    pinned=pinned,
-                    timeout=timeout,
-                    policy=policy,
-                ),
-            )
-            for host in hosts
-        ]
-        for host, future in futures:
-            exc = future.exception()
-            if exc is not None:
-                failures.append((host, exc))
-    if failures:
-        host, exc = failures[0]
-        more = f" (+{len(failures) - 1} more hosts failed)" if len(failures) > 1 else ""
-        kind = "" if isinstance(exc, ProbeError) else f"{type(exc).__name__}: "
-        raise BootstrapError(f"ssh probe of {host.address} (pod {host.pod}) failed: {kind}{exc}{more}")
-    log.info("ssh probe: all %d hosts answered", len(hosts))
+    with IncrementalProbe(
+        functools.partial(
+            probe, port=port, user=user, client_key=client_key, pinned=pinned, timeout=timeout, policy=policy
+        ),
+        max_workers=min(MAX_PROBE_THREADS, len(hosts)),
+    ) as prober:
+        prober.finish(hosts)
 
 
 # ----------------------------------------------------------------------------------------------------------
