@@ -4,19 +4,23 @@ Everything the bootstrap needs from the API server goes through `KubeApi` (a Pro
 logic with a named fake and the e2e tests run the same code paths against a real kube-apiserver through
 `KubernetesApi` (build one with `KubernetesApi.from_kubeconfig(path)` or `KubernetesApi.from_environment()`).
 
-The seam speaks in small frozen dataclasses (`PodInfo`, `PodList`, `PodEvent`, `EventInfo`) instead of the
-client's generated models, and turns API errors into one actionable line: a 403 becomes
+The seam speaks in small frozen dataclasses (`PodInfo`, `PodList`, `PodEvent`, `EventInfo`) made straight from
+the API server's JSON — the client is used for its configuration, TLS and auth only, not for its generated
+models (see ApiClientTransport), and turns API errors into one actionable line: a 403 becomes
 `missing RBAC: <verb> <resource> in namespace <ns>`.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol
+from urllib.parse import quote
 
 from arkouda_bootstrap.errors import BootstrapError
 
@@ -24,8 +28,6 @@ log = logging.getLogger(__name__)
 
 SERVICEACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 COMPONENT = "arkouda-bootstrap"
-
-T = TypeVar("T")
 
 
 class ConflictError(BootstrapError):
@@ -163,126 +165,250 @@ def resolve_namespace(explicit: str | None, *, namespace_file: Path = SERVICEACC
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Conversion from the client's models (pure functions, unit-tested with the real model classes)
+# Conversion from the API's JSON (pure functions, unit-tested with JSON made from the client's real models)
 
 
 def _s(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def pod_from_model(pod: Any) -> PodInfo:
-    """Convert a `kubernetes.client.V1Pod` into PodInfo."""
-    meta = pod.metadata
-    status = pod.status
-    conditions: list[PodCondition] = []
-    containers: list[ContainerState] = []
-    phase = "Pending"
-    pod_ip: str | None = None
-    if status is not None:
-        phase = _s(status.phase) or "Pending"
-        pod_ip = status.pod_ip or None
-        for cond in status.conditions or ():
-            conditions.append(
-                PodCondition(
-                    type=_s(cond.type),
-                    status=_s(cond.status),
-                    reason=_s(cond.reason),
-                    message=_s(cond.message),
-                )
-            )
-        for cs in [*(status.init_container_statuses or ()), *(status.container_statuses or ())]:
-            containers.append(_container_from_model(cs))
+def _d(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _timestamp(value: object) -> dt.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def pod_from_json(obj: Mapping[str, Any]) -> PodInfo:
+    """Convert a Pod as the API server sends it (JSON, camelCase) into PodInfo."""
+    meta = _d(obj.get("metadata"))
+    status = _d(obj.get("status"))
+    conditions = tuple(
+        PodCondition(
+            type=_s(c.get("type")), status=_s(c.get("status")), reason=_s(c.get("reason")), message=_s(c.get("message"))
+        )
+        for c in status.get("conditions") or ()
+    )
+    containers = tuple(
+        _container_from_json(cs)
+        for cs in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
+    )
     return PodInfo(
-        name=_s(meta.name),
-        namespace=_s(meta.namespace),
-        uid=_s(meta.uid),
-        labels=dict(meta.labels or {}),
-        phase=phase,
-        pod_ip=pod_ip,
-        deleting=meta.deletion_timestamp is not None,
-        conditions=tuple(conditions),
-        containers=tuple(containers),
-        resource_version=_s(meta.resource_version),
+        name=_s(meta.get("name")),
+        namespace=_s(meta.get("namespace")),
+        uid=_s(meta.get("uid")),
+        labels=dict(meta.get("labels") or {}),
+        phase=_s(status.get("phase")) or "Pending",
+        pod_ip=status.get("podIP") or None,
+        deleting=meta.get("deletionTimestamp") is not None,
+        conditions=conditions,
+        containers=containers,
+        resource_version=_s(meta.get("resourceVersion")),
     )
 
 
-def _container_from_model(cs: Any) -> ContainerState:
-    state = cs.state
-    name = _s(cs.name)
-    ready = bool(cs.ready)
-    restarts = int(cs.restart_count or 0)
-    if state is not None and state.waiting is not None:
+def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
+    state = _d(cs.get("state"))
+    name = _s(cs.get("name"))
+    ready = bool(cs.get("ready"))
+    restarts = int(cs.get("restartCount") or 0)
+    if (waiting := state.get("waiting")) is not None:
+        w = _d(waiting)
         return ContainerState(
             name=name,
             state="waiting",
             ready=ready,
             restart_count=restarts,
-            reason=_s(state.waiting.reason),
-            message=_s(state.waiting.message),
+            reason=_s(w.get("reason")),
+            message=_s(w.get("message")),
         )
-    if state is not None and state.terminated is not None:
-        term = state.terminated
+    if (terminated := state.get("terminated")) is not None:
+        t = _d(terminated)
+        code = t.get("exitCode")
         return ContainerState(
             name=name,
             state="terminated",
             ready=ready,
             restart_count=restarts,
-            reason=_s(term.reason),
-            message=_s(term.message),
-            exit_code=term.exit_code,
+            reason=_s(t.get("reason")),
+            message=_s(t.get("message")),
+            exit_code=int(code) if code is not None else None,
         )
-    if state is not None and state.running is not None:
+    if state.get("running") is not None:
         return ContainerState(name=name, state="running", ready=ready, restart_count=restarts)
     return ContainerState(name=name, state="unknown", ready=ready, restart_count=restarts)
 
 
 def event_from_watch(raw: Mapping[str, Any]) -> PodEvent | None:
-    """Convert one event of `kubernetes.watch.Watch().stream(list_namespaced_pod, ...)`.
+    """Convert one line of a pod watch (`{"type": ..., "object": {...}}`).
 
-    BOOKMARK objects are left as raw dicts by the client (they are incomplete pods); ERROR 410 arrives as an
-    ApiException from the client, but a raw ERROR event is handled too."""
+    BOOKMARK objects are incomplete pods that carry only a resourceVersion; ERROR 410 means the version is too
+    old (GoneError: list again)."""
     kind = raw.get("type")
-    obj = raw.get("object")
+    obj = _d(raw.get("object"))
     if kind == "BOOKMARK":
-        meta = obj.get("metadata", {}) if isinstance(obj, dict) else getattr(obj, "metadata", None)
-        rv = _s(meta.get("resourceVersion")) if isinstance(meta, dict) else _s(getattr(meta, "resource_version", ""))
-        return PodEvent(type="BOOKMARK", pod=None, resource_version=rv)
+        return PodEvent(type="BOOKMARK", pod=None, resource_version=_s(_d(obj.get("metadata")).get("resourceVersion")))
     if kind in ("ADDED", "MODIFIED", "DELETED"):
-        pod = pod_from_model(obj)
+        pod = pod_from_json(obj)
         return PodEvent(type=kind, pod=pod, resource_version=pod.resource_version)
     if kind == "ERROR":
-        status = raw.get("raw_object") or {}
-        if status.get("code") == 410:
-            raise GoneError(_s(status.get("message")) or "410 Gone")
-        raise BootstrapError(f"watch pods failed: {status.get('code')} {status.get('message', '')}".rstrip())
+        if obj.get("code") == 410:
+            raise GoneError(_s(obj.get("message")) or "410 Gone")
+        raise BootstrapError(f"watch pods failed: {obj.get('code')} {obj.get('message', '')}".rstrip())
     log.debug("ignoring watch event of type %s", kind)
     return None
 
 
-def event_from_model(event: Any) -> EventInfo:
-    last = event.last_timestamp or event.event_time or event.first_timestamp
-    if last is None and event.metadata is not None:
-        last = event.metadata.creation_timestamp
-    return EventInfo(type=_s(event.type), reason=_s(event.reason), message=_s(event.message).strip(), last_seen=last)
+def event_from_json(event: Mapping[str, Any]) -> EventInfo:
+    last = (
+        _timestamp(event.get("lastTimestamp"))
+        or _timestamp(event.get("eventTime"))
+        or _timestamp(event.get("firstTimestamp"))
+        or _timestamp(_d(event.get("metadata")).get("creationTimestamp"))
+    )
+    return EventInfo(
+        type=_s(event.get("type")),
+        reason=_s(event.get("reason")),
+        message=_s(event.get("message")).strip(),
+        last_seen=last,
+    )
+
+
+def _rfc3339(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# HTTP: the client's ApiClient for config, TLS and auth (token refresh included); JSON in and out ourselves
+
+
+@dataclass(frozen=True)
+class ApiStatusError(Exception):
+    """A non-2xx answer; `translate_api_error` turns it into one line."""
+
+    status: int
+    reason: str = ""
+
+
+class HttpResponse(Protocol):
+    """What KubernetesApi needs of an answer: the status, the body, or its lines for a watch."""
+
+    status: int
+    reason: str
+
+    def body(self) -> bytes: ...
+
+    def lines(self) -> Iterator[bytes]: ...
+
+    def close(self) -> None: ...
+
+
+class Transport(Protocol):
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        timeout: float,
+        stream: bool = False,
+    ) -> HttpResponse: ...
+
+
+class _Urllib3Response:
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.status = int(raw.status)
+        self.reason = _s(raw.reason)
+
+    def body(self) -> bytes:
+        return bytes(self._raw.data)
+
+    def lines(self) -> Iterator[bytes]:
+        pending = b""
+        for chunk in self._raw.stream(65536, decode_content=True):
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            yield from (line for line in complete if line.strip())
+        if pending.strip():
+            yield pending
+
+    def close(self) -> None:
+        self._raw.release_conn()
+
+
+class ApiClientTransport:
+    """Requests through `kubernetes.client.ApiClient`: its configuration (in-cluster or kubeconfig), TLS and
+    bearer-token auth, without the generated CoreV1Api (importing it costs ≈1.4 s of CPU at every start) and
+    without model (de)serialization (≈1.2 ms per pod: 1.2 s for a list of 1024 locales)."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._client = api_client
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        timeout: float,
+        stream: bool = False,
+    ) -> HttpResponse:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        serialized = self._client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list(query),
+            header_params=headers,
+            body=dict(body) if body is not None else None,
+            auth_settings=["BearerToken"],
+        )
+        raw = self._client.rest_client.request(
+            serialized[0],
+            serialized[1],
+            headers=serialized[2],
+            body=serialized[3],
+            post_params=serialized[4],
+            _request_timeout=timeout,
+        )
+        response = raw.response
+        if not stream:
+            response.data  # noqa: B018 -- reads the whole body now (urllib3 preload)
+        return _Urllib3Response(response)
 
 
 # ----------------------------------------------------------------------------------------------------------
 # The real implementation
 
+REQUEST_TIMEOUT_SECONDS = 30.0
+# A watch chunk's connection may stay silent this much longer than its server-side timeout before we give up
+# on it (a dead TCP connection must not hang discovery past its deadline).
+WATCH_GRACE_SECONDS = 15
+
 
 class KubernetesApi:
-    """`KubeApi` over `kubernetes.client.CoreV1Api`."""
+    """`KubeApi` over the API server's REST interface (see ApiClientTransport)."""
 
-    def __init__(self, core_v1: Any) -> None:
-        self._core = core_v1
+    def __init__(self, transport: Transport, *, request_timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
+        self._http = transport
+        self._timeout = request_timeout
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, *, context: str | None = None) -> KubernetesApi:
         """Build from a kubeconfig file (used by the e2e tests and outside a cluster)."""
-        from kubernetes import client, config
+        from kubernetes import config
 
-        api_client = config.new_client_from_config(config_file=str(path), context=context)
-        return cls(client.CoreV1Api(api_client))
+        return cls(ApiClientTransport(config.new_client_from_config(config_file=str(path), context=context)))
 
     @classmethod
     def from_environment(cls) -> KubernetesApi:
@@ -301,176 +427,206 @@ class KubernetesApi:
                     f"({in_cluster_error}) and no usable kubeconfig ({kubeconfig_error}); set KUBECONFIG"
                 ) from None
             log.debug("using kubeconfig")
-        return cls(client.CoreV1Api())
+        return cls(ApiClientTransport(client.ApiClient()))
 
     # -- helpers -------------------------------------------------------------------------------------------
 
-    def _call(self, verb: str, resource: str, namespace: str, fn: Callable[[], T]) -> T:
-        from kubernetes.client.exceptions import ApiException
+    def _open(
+        self,
+        verb: str,
+        resource: str,
+        namespace: str,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        stream: bool = False,
+    ) -> HttpResponse:
+        """Send one request; a non-2xx answer raises ApiStatusError (closed), a transport error one line."""
         from urllib3.exceptions import HTTPError
 
         try:
-            return fn()
-        except ApiException as exc:
-            raise translate_api_error(exc, verb=verb, resource=resource, namespace=namespace) from None
+            response = self._http.request(
+                method, path, query=query, body=body, timeout=timeout or self._timeout, stream=stream
+            )
         except HTTPError as exc:
             raise BootstrapError(f"cannot reach the Kubernetes API to {verb} {resource}: {exc}") from None
+        if not 200 <= response.status <= 299:
+            response.close()
+            raise ApiStatusError(response.status, response.reason)
+        return response
+
+    def _json(
+        self,
+        verb: str,
+        resource: str,
+        namespace: str,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        missing_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        """One request with a JSON answer; None for a 404 when `missing_ok`."""
+        try:
+            response = self._open(verb, resource, namespace, method, path, query=query, body=body)
+        except ApiStatusError as exc:
+            if missing_ok and exc.status == 404:
+                return None
+            raise translate_api_error(exc, verb=verb, resource=resource, namespace=namespace) from None
+        try:
+            data = response.body()
+        finally:
+            response.close()
+        try:
+            parsed = json.loads(data) if data else {}
+        except ValueError:
+            raise BootstrapError(f"{verb} {resource}: the API server sent something that is not JSON") from None
+        return parsed if isinstance(parsed, dict) else {}
+
+    @staticmethod
+    def _ns_path(namespace: str, resource: str, name: str = "") -> str:
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/{resource}"
+        return f"{path}/{quote(name, safe='')}" if name else path
 
     # -- pods ----------------------------------------------------------------------------------------------
 
     def list_pods(self, *, namespace: str, selector: str) -> PodList:
-        result = self._call(
-            "list",
-            "pods",
-            namespace,
-            lambda: self._core.list_namespaced_pod(namespace=namespace, label_selector=selector),
+        result = (
+            self._json(
+                "list", "pods", namespace, "GET", self._ns_path(namespace, "pods"), query=[("labelSelector", selector)]
+            )
+            or {}
         )
         return PodList(
-            pods=tuple(pod_from_model(p) for p in result.items or ()),
-            resource_version=_s(result.metadata.resource_version),
+            pods=tuple(pod_from_json(p) for p in result.get("items") or ()),
+            resource_version=_s(_d(result.get("metadata")).get("resourceVersion")),
         )
 
     def watch_pods(
         self, *, namespace: str, selector: str, resource_version: str, timeout_seconds: int
     ) -> Iterator[PodEvent]:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        watcher = watch.Watch()
-        stream = watcher.stream(
-            self._core.list_namespaced_pod,
-            namespace=namespace,
-            label_selector=selector,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            allow_watch_bookmarks=True,
-            # a dead TCP connection must not hang us past the deadline
-            _request_timeout=timeout_seconds + 15,
-        )
         try:
-            for raw in stream:
-                event = event_from_watch(raw)
+            response = self._open(
+                "watch",
+                "pods",
+                namespace,
+                "GET",
+                self._ns_path(namespace, "pods"),
+                query=[
+                    ("labelSelector", selector),
+                    ("watch", "true"),
+                    ("resourceVersion", resource_version),
+                    ("timeoutSeconds", str(timeout_seconds)),
+                    ("allowWatchBookmarks", "true"),
+                ],
+                timeout=timeout_seconds + WATCH_GRACE_SECONDS,
+                stream=True,
+            )
+        except ApiStatusError as exc:
+            if exc.status == 410:
+                raise GoneError(exc.reason or "410 Gone") from None
+            raise translate_api_error(exc, verb="watch", resource="pods", namespace=namespace) from None
+        try:
+            for line in response.lines():
+                try:
+                    raw = json.loads(line)
+                except ValueError:
+                    log.warning("ignoring a watch line that is not JSON: %.80r", line)
+                    continue
+                event = event_from_watch(raw) if isinstance(raw, dict) else None
                 if event is not None:
                     yield event
-        except ApiException as exc:
-            if exc.status == 410:
-                raise GoneError(str(exc.reason)) from None
-            raise translate_api_error(exc, verb="watch", resource="pods", namespace=namespace) from None
         except HTTPError as exc:
             # a read timeout or reset ends this watch chunk; the caller re-watches from its last version
             log.debug("watch connection ended: %s", exc)
         finally:
-            watcher.stop()
+            response.close()
 
     def get_pod(self, *, namespace: str, name: str) -> PodInfo | None:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return pod_from_model(self._core.read_namespaced_pod(name=name, namespace=namespace))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise translate_api_error(exc, verb="get", resource="pods", namespace=namespace) from None
+        result = self._json("get", "pods", namespace, "GET", self._ns_path(namespace, "pods", name), missing_ok=True)
+        return None if result is None else pod_from_json(result)
 
     def list_pod_events(self, *, namespace: str, pod_name: str) -> list[EventInfo]:
-        result = self._call(
-            "list",
-            "events",
-            namespace,
-            lambda: self._core.list_namespaced_event(
-                namespace=namespace,
-                field_selector=f"involvedObject.kind=Pod,involvedObject.name={pod_name}",
-            ),
+        result = (
+            self._json(
+                "list",
+                "events",
+                namespace,
+                "GET",
+                self._ns_path(namespace, "events"),
+                query=[("fieldSelector", f"involvedObject.kind=Pod,involvedObject.name={pod_name}")],
+            )
+            or {}
         )
-        return [event_from_model(e) for e in result.items or ()]
+        return [event_from_json(e) for e in result.get("items") or ()]
 
     def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
-        from kubernetes import client
-
-        now = dt.datetime.now(dt.UTC)
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{pod.name}.", namespace=pod.namespace),
-            involved_object=client.V1ObjectReference(
-                api_version="v1", kind="Pod", name=pod.name, namespace=pod.namespace, uid=pod.uid or None
-            ),
-            reason=reason,
-            message=message[:1024],
-            type=type_,
-            count=1,
-            first_timestamp=now,
-            last_timestamp=now,
-            source=client.V1EventSource(component=COMPONENT),
-            reporting_component=COMPONENT,
-            reporting_instance=pod.name,
-        )
-        self._call(
-            "create",
-            "events",
-            pod.namespace,
-            lambda: self._core.create_namespaced_event(namespace=pod.namespace, body=body),
-        )
+        now = _rfc3339(dt.datetime.now(dt.UTC))
+        involved: dict[str, str] = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace}
+        if pod.uid:
+            involved["uid"] = pod.uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": pod.name,
+        }
+        self._json("create", "events", pod.namespace, "POST", self._ns_path(pod.namespace, "events"), body=body)
 
     # -- secrets -------------------------------------------------------------------------------------------
 
     def get_secret(self, *, namespace: str, name: str) -> dict[str, bytes] | None:
-        import base64
-
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            secret = self._core.read_namespaced_secret(name=name, namespace=namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise translate_api_error(exc, verb="get", resource="secrets", namespace=namespace) from None
-        return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
-
-    def _secret_body(self, name: str, namespace: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> Any:
-        import base64
-
-        from kubernetes import client
-
-        return client.V1Secret(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels=dict(labels)),
-            type="Opaque",
-            data={k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
+        result = self._json(
+            "get", "secrets", namespace, "GET", self._ns_path(namespace, "secrets", name), missing_ok=True
         )
+        if result is None:
+            return None
+        return {k: base64.b64decode(v) for k, v in _d(result.get("data")).items()}
+
+    @staticmethod
+    def _secret_body(name: str, namespace: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "type": "Opaque",
+            "data": {k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
+        }
 
     def create_secret(self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> None:
         body = self._secret_body(name, namespace, data, labels)
-        self._call(
-            "create",
-            "secrets",
-            namespace,
-            lambda: self._core.create_namespaced_secret(namespace=namespace, body=body),
-        )
+        self._json("create", "secrets", namespace, "POST", self._ns_path(namespace, "secrets"), body=body)
 
     def replace_secret(
         self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]
     ) -> None:
         body = self._secret_body(name, namespace, data, labels)
-        self._call(
-            "update",
-            "secrets",
-            namespace,
-            lambda: self._core.replace_namespaced_secret(name=name, namespace=namespace, body=body),
-        )
+        self._json("update", "secrets", namespace, "PUT", self._ns_path(namespace, "secrets", name), body=body)
 
     def delete_secret(self, *, namespace: str, name: str) -> bool:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            self._core.delete_namespaced_secret(name=name, namespace=namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise translate_api_error(exc, verb="delete", resource="secrets", namespace=namespace) from None
-        return True
+        result = self._json(
+            "delete", "secrets", namespace, "DELETE", self._ns_path(namespace, "secrets", name), missing_ok=True
+        )
+        return result is not None
 
 
 def translate_api_error(exc: Any, *, verb: str, resource: str, namespace: str) -> BootstrapError:
-    """Map a client ApiException to one actionable line."""
+    """Map an HTTP error (ApiStatusError, or anything with `status` and `reason`) to one actionable line."""
     status = getattr(exc, "status", None)
     if status == 403:
         return BootstrapError(f"missing RBAC: {verb} {resource} in namespace {namespace}")
