@@ -51,6 +51,8 @@ SERVER_IP = "127.0.0.2"
 IMAGE = "localhost/arkouda-k8s/arkouda:bench"
 DRIVER_THREADS = 8
 RUN_TIMEOUT = 600.0
+# The bootstrap CLI as `python -c` (its argv follows), for the profiler: main() returns instead of os._exit.
+PROFILED_MAIN = "import sys; from arkouda_bootstrap.cli import main; sys.exit(main(sys.argv[1:]))"
 
 # What the bootstrap's server may do (mirrors the chart's server Role: read pods, read/write Events).
 ROLE_RULES = [
@@ -307,9 +309,13 @@ class Harness:
         chown_tree(run_dir, self.uid, self.gid)
         argv = [str(self.python)]
         if profile:
-            argv += ["-m", "pyinstrument", "-r", "text", "-o", str(run_dir / "profile.txt")]
+            # `-m arkouda_bootstrap` leaves through os._exit (cli.entrypoint), before pyinstrument could write
+            # its report: the profiled run calls main() and returns through the profiler instead.
+            argv += ["-m", "pyinstrument", "-r", "text", "-o", str(run_dir / "profile.txt"), "-c", PROFILED_MAIN]
+        else:
+            argv += ["-m", "arkouda_bootstrap"]
         argv += [
-            "-m", "arkouda_bootstrap", "server",
+            "server",
             "--namespace", ns,
             "--num-locales", str(n + 1),
             "--selector", selector(release),
