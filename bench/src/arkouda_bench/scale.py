@@ -311,7 +311,8 @@ class Harness:
         if profile:
             # `-m arkouda_bootstrap` leaves through os._exit (cli.entrypoint), before pyinstrument could write
             # its report: the profiled run calls main() and returns through the profiler instead.
-            argv += ["-m", "pyinstrument", "-r", "text", "-o", str(run_dir / "profile.txt"), "-c", PROFILED_MAIN]
+            report = str(run_dir / "profile.txt")
+            argv += ["-m", "pyinstrument", "-r", "text", "-o", report, "-c", PROFILED_MAIN]
         else:
             argv += ["-m", "arkouda_bootstrap"]
         argv += [
