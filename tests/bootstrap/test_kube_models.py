@@ -62,9 +62,7 @@ def v1pod() -> Any:
                     image="i",
                     image_id="",
                     state=client.V1ContainerState(
-                        waiting=client.V1ContainerStateWaiting(
-                            reason="CrashLoopBackOff", message="back-off"
-                        )
+                        waiting=client.V1ContainerStateWaiting(reason="CrashLoopBackOff", message="back-off")
                     ),
                 )
             ],
@@ -92,9 +90,7 @@ def ready_pod() -> Any:
                     image="i",
                     image_id="",
                     state=client.V1ContainerState(
-                        terminated=client.V1ContainerStateTerminated(
-                            exit_code=0, reason="Completed"
-                        )
+                        terminated=client.V1ContainerStateTerminated(exit_code=0, reason="Completed")
                     ),
                 )
             ],
@@ -105,9 +101,7 @@ def ready_pod() -> Any:
                     restart_count=1,
                     image="i",
                     image_id="",
-                    state=client.V1ContainerState(
-                        running=client.V1ContainerStateRunning()
-                    ),
+                    state=client.V1ContainerState(running=client.V1ContainerStateRunning()),
                 )
             ],
         ),
@@ -163,12 +157,7 @@ def test_event_from_json() -> None:
     # the API server writes UTC as `Z`; events.k8s.io-style events only have eventTime (with microseconds)
     ev = event_from_json({"type": "Normal", "eventTime": "2026-01-01T00:00:01.500000Z"})
     assert ev.last_seen == dt.datetime(2026, 1, 1, 0, 0, 1, 500000, tzinfo=dt.UTC)
-    assert (
-        event_from_json(
-            {"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}
-        ).last_seen
-        == when
-    )
+    assert event_from_json({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}).last_seen == when
 
 
 @pytest.mark.parametrize(
@@ -180,9 +169,7 @@ def test_event_from_json() -> None:
     ],
 )
 def test_translate_api_error(status: int, expected: str) -> None:
-    err = translate_api_error(
-        ApiStatusError(status, "x"), verb="list", resource="pods", namespace="ns"
-    )
+    err = translate_api_error(ApiStatusError(status, "x"), verb="list", resource="pods", namespace="ns")
     assert isinstance(err, BootstrapError)
     assert str(err).startswith(expected)
 
@@ -244,20 +231,12 @@ def seam(*responses: CannedResponse) -> tuple[KubernetesApi, ScriptedTransport]:
 
 def test_real_seam_names_missing_rbac_verb() -> None:
     forbidden = CannedResponse(403, "Forbidden")
-    api, _ = seam(
-        forbidden, CannedResponse(403, "Forbidden"), CannedResponse(403, "Forbidden")
-    )
-    with pytest.raises(
-        BootstrapError, match="^missing RBAC: list pods in namespace ns$"
-    ):
+    api, _ = seam(forbidden, CannedResponse(403, "Forbidden"), CannedResponse(403, "Forbidden"))
+    with pytest.raises(BootstrapError, match="^missing RBAC: list pods in namespace ns$"):
         api.list_pods(namespace="ns", selector="a=b")
-    with pytest.raises(
-        BootstrapError, match="^missing RBAC: create secrets in namespace ns$"
-    ):
+    with pytest.raises(BootstrapError, match="^missing RBAC: create secrets in namespace ns$"):
         api.create_secret(namespace="ns", name="s", data={}, labels={})
-    with pytest.raises(
-        BootstrapError, match="^missing RBAC: get secrets in namespace ns$"
-    ):
+    with pytest.raises(BootstrapError, match="^missing RBAC: get secrets in namespace ns$"):
         api.get_secret(namespace="ns", name="s")
     assert forbidden.closed
 
@@ -271,11 +250,7 @@ def test_real_seam_404_secret_is_none_and_410_watch_is_gone() -> None:
     assert api.get_secret(namespace="ns", name="s") is None
     assert api.delete_secret(namespace="ns", name="s") is False
     with pytest.raises(GoneError):
-        list(
-            api.watch_pods(
-                namespace="ns", selector="a=b", resource_version="1", timeout_seconds=1
-            )
-        )
+        list(api.watch_pods(namespace="ns", selector="a=b", resource_version="1", timeout_seconds=1))
 
 
 def test_list_pods_sends_the_selector_and_returns_the_list_version() -> None:
@@ -309,12 +284,8 @@ def test_watch_pods_reads_lines_bookmarks_and_a_410_error_line() -> None:
             "object": {"kind": "Status", "code": 410, "message": "too old"},
         }
     ).encode()
-    api, transport = seam(
-        CannedResponse(watch_lines=[modified, b"not json", bookmark.encode(), gone])
-    )
-    events = api.watch_pods(
-        namespace="ns", selector="a=b", resource_version="7", timeout_seconds=10
-    )
+    api, transport = seam(CannedResponse(watch_lines=[modified, b"not json", bookmark.encode(), gone]))
+    events = api.watch_pods(namespace="ns", selector="a=b", resource_version="7", timeout_seconds=10)
     first = next(events)
     assert (first.type, first.resource_version, first.pod is not None) == (
         "MODIFIED",
@@ -356,9 +327,7 @@ def test_create_event_body_is_a_valid_event_for_the_client_models() -> None:
         "/api/v1/namespaces/ns/events",
     )
     # the client's own model accepts the body: field names and types are the API's
-    event = client.ApiClient().deserialize(
-        json.dumps(request["body"]), "CoreV1Event", "application/json"
-    )
+    event = client.ApiClient().deserialize(json.dumps(request["body"]), "CoreV1Event", "application/json")
     assert event.involved_object.uid == "u-1"
     assert event.involved_object.kind == "Pod"
     assert event.reason == "Probed"
@@ -370,9 +339,7 @@ def test_secret_round_trip_bodies() -> None:
     got = CannedResponse(payload=json.dumps({"data": {"k": "aGVsbG8="}}).encode())
     api, transport = seam(created, got)
     api.create_secret(namespace="ns", name="s", data={"k": b"hello"}, labels={"a": "b"})
-    secret = client.ApiClient().deserialize(
-        json.dumps(transport.requests[0]["body"]), "V1Secret", "application/json"
-    )
+    secret = client.ApiClient().deserialize(json.dumps(transport.requests[0]["body"]), "V1Secret", "application/json")
     assert (secret.metadata.name, secret.metadata.labels, secret.data) == (
         "s",
         {"a": "b"},
