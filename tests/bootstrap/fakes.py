@@ -4,15 +4,35 @@ scripted watch stream). No API server is involved; the e2e suite runs the same c
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal
 
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube import ConflictError, EventInfo, GoneError, PodCondition, PodEvent, PodInfo, PodList, PodRef
 
 END = "END"  # ends one watch request (the server's timeout_seconds elapsed)
-WatchItem = PodEvent | Exception | str
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Watch-script item: the watch holds the next items back until `path` exists (at most `timeout` s), so a
+    test can deliver an event only after the launched program reached a point (e.g. a file it writes)."""
+
+    path: Path
+    timeout: float = 30.0
+
+    def wait(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self.path.exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"gate {self.path} did not open within {self.timeout}s")
+            time.sleep(0.02)
+
+
+WatchItem = PodEvent | Exception | str | Gate
 
 
 def make_pod(
@@ -101,6 +121,9 @@ class FakeKube:
                 return
             if item == END:
                 return
+            if isinstance(item, Gate):
+                item.wait()
+                continue
             if isinstance(item, Exception):
                 raise item
             assert isinstance(item, PodEvent)

@@ -25,6 +25,7 @@ def test_reasons_and_types() -> None:
         ("ProbeFailed", "Warning"),
         ("Launched", "Normal"),
         ("LocaleLost", "Warning"),
+        ("Relaunching", "Normal"),
         ("WaitTimeout", "Warning"),
     ]
     assert all(e.pod == POD for e in api.created_events)

@@ -15,7 +15,7 @@ from arkouda_bootstrap import cli, keys
 from arkouda_bootstrap.identity import find_nss_wrapper
 from arkouda_bootstrap.kube import PodCondition
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
-from fakes import FakeKube, make_pod
+from fakes import FakeKube, Gate, make_pod
 from privdrop import spawn_as, wait_exit
 
 pytestmark = pytest.mark.sshd
@@ -35,7 +35,9 @@ for h in $SSH_SERVERS; do
   if [ -n "$ARKBS_CHECK_MASTER" ]; then $GASNET_SSH_CMD -O check "$h" 2>> "$out.master"; fi
   i=$((i+1))
 done
-if [ -n "$ARKBS_SLEEP" ]; then trap 'exit 0' TERM; sleep "$ARKBS_SLEEP" & wait; fi
+if [ -n "$ARKBS_SLEEP" ] && [ ! -e "$out.slept" ]; then
+  : > "$out.slept"; trap 'exit 0' TERM; sleep "$ARKBS_SLEEP" & wait
+fi
 exit "${ARKBS_EXIT:-0}"
 """
 
@@ -209,12 +211,51 @@ def test_server_terminates_program_when_a_locale_is_lost(
         base=shared_dir,
         secret_dir=secret_dir,
         port=port,
+        extra_argv=["--max-relaunches", "0"],
         env={"ARKBS_SLEEP": "60"},
     )
     assert code == 4, log
     assert "arkouda-bootstrap: error: locale pod r-arkouda-locale-1 was deleted; stopped the program" in log
+    assert "0 relaunches in a row already (--max-relaunches, server.maxRelaunches)" in log
     assert [e["reason"] for e in events][-1] == "LocaleLost"
     assert events[-1]["type"] == "Warning"
+
+
+def test_server_relaunches_in_place_when_the_lost_locale_is_back(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    secret_dir, port = cluster
+    api = fake_cluster()
+    api.script(
+        # once the first run has reached every host and sleeps, its monitor sees locale-1 deleted
+        Gate(shared_dir / "out" / "ran.slept"),
+        api.event("DELETED", make_pod("r-arkouda-locale-1", ip="127.0.0.3")),
+        # seen by the second discovery: the StatefulSet's replacement is Ready
+        api.event("ADDED", make_pod("r-arkouda-locale-1", ip="127.0.0.3", uid="second")),
+    )
+    code, log, events = run_server_as(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=api,
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
+        env={"ARKBS_SLEEP": "60"},  # the first run waits to be stopped, the relaunched one exits 0
+    )
+    assert code == 0, log
+    assert [e["reason"] for e in events] == [
+        "LocalesReady",
+        "Launched",
+        "LocaleLost",
+        "Relaunching",
+        "LocalesReady",
+        "Launched",
+    ]
+    assert "relaunching when all locales are Ready again (relaunch 1/5 in a row)" in events[3]["message"]
+    # both runs reached every host over the pinned ssh
+    ran = (shared_dir / "out" / "ran").read_text().splitlines()
+    expected = 2 * [f"ok {ip} {test_user.pw_name}" for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    assert sorted(ran) == sorted(expected), "\n".join([*ran, log])
 
 
 def test_server_probe_failure_names_host_and_pod(

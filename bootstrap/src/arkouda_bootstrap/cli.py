@@ -100,6 +100,13 @@ SERVER = [
     Opt("no_supervise", "--no-supervise", "ARKOUDA_NO_SUPERVISE", "exec the command instead", boolean=True),
     Opt("connect_timeout", "--connect-timeout", "ARKOUDA_SSH_CONNECT_TIMEOUT", "ssh ConnectTimeout (s)", "10"),
     Opt("probe_attempts", "--probe-attempts", "ARKOUDA_PROBE_ATTEMPTS", "ssh probe attempts per host", "8"),
+    Opt(
+        "max_relaunches",
+        "--max-relaunches",
+        "ARKOUDA_MAX_RELAUNCHES",
+        "relaunches in place after lost locales, in a row, before exiting",
+        str(config.DEFAULT_MAX_RELAUNCHES),
+    ),
 ]
 PROBE = [
     Opt("port", "--port", "ARKOUDA_SSH_PORT", "TCP port to connect to", str(config.DEFAULT_SSH_PORT)),
@@ -260,6 +267,7 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
         command=tuple(command),
         connect_timeout=v.integer("connect_timeout", minimum=1, maximum=600),
         probe_attempts=v.integer("probe_attempts", minimum=1, maximum=100),
+        max_relaunches=v.integer("max_relaunches", minimum=0, maximum=1000),
     )
 
 

@@ -27,6 +27,10 @@ DEFAULT_CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com"
 DEFAULT_CONNECT_TIMEOUT = 10
 DEFAULT_CONTROL_PERSIST = 300
 DEFAULT_PROBE_ATTEMPTS = 8
+# Relaunches in place after a lost locale, in a row, before the server exits for Kubernetes to restart it
+# (with the kubelet's back-off); a program that ran RELAUNCH_RESET_SECONDS starts a fresh count.
+DEFAULT_MAX_RELAUNCHES = 5
+RELAUNCH_RESET_SECONDS = 600.0
 
 _ALGO_LIST = re.compile(r"^[+\-^]?[A-Za-z0-9@.\-]+(,[A-Za-z0-9@.\-]+)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -86,6 +90,7 @@ class ServerSettings:
     command: tuple[str, ...] = ()
     connect_timeout: int = DEFAULT_CONNECT_TIMEOUT
     probe_attempts: int = DEFAULT_PROBE_ATTEMPTS
+    max_relaunches: int = DEFAULT_MAX_RELAUNCHES
 
 
 @dataclass(frozen=True)

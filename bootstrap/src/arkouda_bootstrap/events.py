@@ -1,6 +1,6 @@
 """Kubernetes Events on the server pod, so `kubectl describe pod` tells the story.
 
-Reasons (docs/interfaces.md): LocalesReady, ProbeFailed, Launched, LocaleLost, WaitTimeout.
+Reasons (docs/interfaces.md): LocalesReady, ProbeFailed, Launched, LocaleLost, Relaunching, WaitTimeout.
 Failing to emit an Event is logged, never fatal.
 """
 
@@ -19,6 +19,7 @@ class Reason(StrEnum):
     PROBE_FAILED = "ProbeFailed"
     LAUNCHED = "Launched"
     LOCALE_LOST = "LocaleLost"
+    RELAUNCHING = "Relaunching"
     WAIT_TIMEOUT = "WaitTimeout"
 
 

@@ -6,16 +6,18 @@ import functools
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
-from arkouda_bootstrap import discovery, keys, launch, ssh, sshd
+from arkouda_bootstrap import config, discovery, keys, launch, ssh, sshd
 from arkouda_bootstrap.config import ServerSettings
 from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.events import EventRecorder, Reason
 from arkouda_bootstrap.identity import Identity, ensure_identity
 from arkouda_bootstrap.kube import KubeApi, PodInfo, PodRef
-from arkouda_bootstrap.supervise import LocaleMonitor, run_supervised
+from arkouda_bootstrap.supervise import LocaleMonitor, Outcome, run_supervised
 
 log = logging.getLogger(__name__)
 
@@ -137,32 +139,71 @@ def run_server(
     report: Callable[[str], None] = _stdout,
     probe_policy: ssh.RetryPolicy | None = None,
     grace_seconds: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
-    """Returns the exit status (the child's, or EXIT_LOCALE_LOST)."""
+    """Returns the exit status (the child's, or EXIT_LOCALE_LOST).
+
+    A lost locale stops the program; the server then waits for the locales again and relaunches in place, so
+    recovery does not pay a container restart and the kubelet's growing restart back-off (10 s, 20 s, 40 s, …
+    for every further loss). After `max_relaunches` losses in a row (each run shorter than
+    RELAUNCH_RESET_SECONDS) it exits non-zero and leaves the back-off to Kubernetes."""
     recorder = EventRecorder(
         api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=_own_uid(api, settings))
     )
-    prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
-    if not prepared.plan.argv:
-        report(f"launcher none: wrote {settings.state_dir} (ssh_config, hostfile); no command given")
-        return 0
+    losses_in_a_row = 0
+    while True:
+        prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
+        if not prepared.plan.argv:
+            report(f"launcher none: wrote {settings.state_dir} (ssh_config, hostfile); no command given")
+            return 0
+        if not settings.supervise:
+            _exec(prepared, settings, recorder)
+        started = clock()
+        outcome = _launch_supervised(api, prepared, settings, recorder, grace_seconds=grace_seconds)
+        if outcome.lost_reason is None:
+            return outcome.exit_code
+        stopped = f"{outcome.lost_reason}; stopped the program (status {outcome.exit_code})"
+        if outcome.signalled:
+            raise BootstrapError(f"{stopped}; not relaunching: we are being stopped", exit_code=EXIT_LOCALE_LOST)
+        losses_in_a_row = 1 if clock() - started >= config.RELAUNCH_RESET_SECONDS else losses_in_a_row + 1
+        if losses_in_a_row > settings.max_relaunches:
+            raise BootstrapError(
+                f"{stopped}; {losses_in_a_row - 1} relaunches in a row already (--max-relaunches, "
+                "server.maxRelaunches): exiting so Kubernetes restarts the server",
+                exit_code=EXIT_LOCALE_LOST,
+            )
+        message = (
+            f"{stopped}; relaunching when all locales are Ready again "
+            f"(relaunch {losses_in_a_row}/{settings.max_relaunches} in a row)"
+        )
+        report(message)
+        recorder.emit(Reason.RELAUNCHING, message)
+
+
+def _exec(prepared: Prepared, settings: ServerSettings, recorder: EventRecorder) -> NoReturn:
+    launched = f"launched {' '.join(prepared.plan.argv)} on {len(prepared.hosts)} hosts ({settings.launcher.value})"
+    recorder.emit(Reason.LAUNCHED, launched + " (unsupervised)")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    env = {**os.environ, **prepared.plan.env}
+    try:
+        os.execvpe(prepared.plan.argv[0], prepared.plan.argv, env)
+    except OSError as exc:
+        raise BootstrapError(f"cannot exec {prepared.plan.argv[0]}: {exc.strerror or exc}") from None
+
+
+def _launch_supervised(
+    api: KubeApi, prepared: Prepared, settings: ServerSettings, recorder: EventRecorder, *, grace_seconds: float
+) -> Outcome:
     env = {**os.environ, **prepared.plan.env}
     launched = f"launched {' '.join(prepared.plan.argv)} on {len(prepared.hosts)} hosts ({settings.launcher.value})"
-    if not settings.supervise:
-        recorder.emit(Reason.LAUNCHED, launched + " (unsupervised)")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            os.execvpe(prepared.plan.argv[0], prepared.plan.argv, env)
-        except OSError as exc:
-            raise BootstrapError(f"cannot exec {prepared.plan.argv[0]}: {exc.strerror or exc}") from None
     monitor = (
         LocaleMonitor(api, namespace=settings.namespace, selector=settings.selector, locales=prepared.locales)
         if prepared.locales
         else None
     )
     try:
-        outcome = run_supervised(
+        return run_supervised(
             prepared.plan.argv,
             env=env,
             monitor=monitor,
@@ -173,9 +214,3 @@ def run_server(
     finally:
         if settings.prewarm:
             ssh.close_masters(prepared.hosts, wrapper=prepared.client.wrapper)
-    if outcome.lost_reason is not None:
-        raise BootstrapError(
-            f"{outcome.lost_reason}; stopped the program (status {outcome.exit_code}) so the cluster is rebuilt",
-            exit_code=EXIT_LOCALE_LOST,
-        )
-    return outcome.exit_code

@@ -1,5 +1,5 @@
 """Run the launched program as a child: forward SIGTERM/SIGINT, exit with its code, and end it when a locale
-pod is deleted, turns NotReady or changes IP (so Kubernetes restarts locale 0 and the cluster is rebuilt).
+pod is deleted, turns NotReady or changes IP (so the server can rebuild the cluster: server.run_server).
 """
 
 from __future__ import annotations
@@ -119,6 +119,8 @@ class LocaleMonitor:
 class Outcome:
     exit_code: int
     lost_reason: str | None = None
+    # SIGTERM/SIGINT reached us (the pod is being deleted): never relaunch after that
+    signalled: bool = False
 
 
 def exit_status(returncode: int) -> int:
@@ -139,7 +141,10 @@ def run_supervised(
     started: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []  # signals that arrived before the child existed
 
+    received: list[int] = []
+
     def forward(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
         if not started:
             pending.append(signum)
             return
@@ -193,4 +198,4 @@ def run_supervised(
         reason = lost[0] if lost else None
     code = exit_status(returncode)
     log.info("pid %d exited with status %d", child.pid, code)
-    return Outcome(exit_code=code, lost_reason=reason)
+    return Outcome(exit_code=code, lost_reason=reason, signalled=bool(received))
