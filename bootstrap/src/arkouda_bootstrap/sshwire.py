@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import socket
+import struct
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,8 +109,10 @@ MSG_CHANNEL_SUCCESS = 99
 MSG_CHANNEL_FAILURE = 100
 
 DISCONNECT_BY_APPLICATION = 11
-# DISCONNECT reasons a retry can cure: the server is busy, restarting or shedding load.
-TRANSIENT_DISCONNECTS = frozenset({2, 10, 11, 12})  # PROTOCOL_ERROR (LoginGraceTime), LOST, BY_APPLICATION, TOO_MANY
+# DISCONNECT reasons a retry can cure: CONNECTION_LOST, BY_APPLICATION, TOO_MANY_CONNECTIONS, and PROTOCOL_ERROR
+# because OpenSSH's sshd sends that code for every disconnect it initiates (ssh_packet_disconnect), load-shedding
+# included; a real protocol error just uses up the caller's bounded retries.
+TRANSIENT_DISCONNECTS = frozenset({2, 10, 11, 12})
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -160,12 +163,15 @@ class _ClosedError(Exception):
 # wire encoding (RFC 4251 5)
 
 
+_U32 = struct.Struct(">I")
+
+
 def u32(value: int) -> bytes:
-    return value.to_bytes(4, "big")
+    return _U32.pack(value)
 
 
 def string(data: bytes) -> bytes:
-    return len(data).to_bytes(4, "big") + data
+    return _U32.pack(len(data)) + data
 
 
 def name_list(names: Sequence[str]) -> bytes:
@@ -199,39 +205,47 @@ _NAME_LIST = re.compile(_NAME + rb"(?:," + _NAME + rb")*")
 class WireReader:
     """Reads SSH data types from one message; any overrun or bad value raises MalformedError."""
 
-    __slots__ = ("_data", "_pos", "what")
+    __slots__ = ("_data", "_end", "_pos", "what")
 
     def __init__(self, data: bytes, *, what: str, start: int = 0) -> None:
         self._data = data
+        self._end = len(data)
         self._pos = start
         self.what = what
 
-    def _take(self, n: int) -> bytes:
-        end = self._pos + n
-        if end > len(self._data):
-            raise MalformedError(f"{self.what} is truncated")
-        chunk = self._data[self._pos : end]
-        self._pos = end
-        return chunk
+    def _truncated(self) -> MalformedError:
+        return MalformedError(f"{self.what} is truncated")
 
     def byte(self) -> int:
-        if self._pos >= len(self._data):
-            raise MalformedError(f"{self.what} is truncated")
-        value = self._data[self._pos]
-        self._pos += 1
-        return value
+        pos = self._pos
+        if pos >= self._end:
+            raise self._truncated()
+        self._pos = pos + 1
+        return self._data[pos]
 
     def boolean(self) -> bool:
         return self.byte() != 0
 
     def u32(self) -> int:
-        return int.from_bytes(self._take(4), "big")
+        pos = self._pos
+        if pos + 4 > self._end:
+            raise self._truncated()
+        self._pos = pos + 4
+        value: int = _U32.unpack_from(self._data, pos)[0]
+        return value
 
     def string(self, *, limit: int = MAX_PACKET) -> bytes:
-        n = self.u32()
+        start = self._pos + 4
+        if start > self._end:
+            raise self._truncated()
+        n: int = _U32.unpack_from(self._data, start - 4)[0]
         if n > limit:
             raise MalformedError(f"{self.what} has a {n}-byte field (limit {limit})")
-        return self._take(n)
+        end = start + n
+        if end > self._end:
+            raise self._truncated()
+        self._pos = end
+        return self._data[start:end]
 
     def text(self, *, limit: int = 4096) -> str:
         return self.string(limit=limit).decode("utf-8", errors="replace")
@@ -245,8 +259,8 @@ class WireReader:
         return raw.decode("ascii").split(",")
 
     def end(self) -> None:
-        if self._pos != len(self._data):
-            raise MalformedError(f"{self.what} has {len(self._data) - self._pos} trailing bytes")
+        if self._pos != self._end:
+            raise MalformedError(f"{self.what} has {self._end - self._pos} trailing bytes")
 
 
 def parse_name_list(data: bytes) -> list[str]:
@@ -267,10 +281,6 @@ class _Plain:
     tag = 0
     block = 8
     aead = False
-
-    def length(self, seq: int, head: bytes) -> int:
-        del seq
-        return int.from_bytes(head, "big")
 
     def seal(self, seq: int, body: bytes) -> bytes:
         del seq
@@ -298,10 +308,6 @@ class _AesGcm:
         nonce = self._fixed + self._counter.to_bytes(8, "big")
         self._counter = (self._counter + 1) & 0xFFFFFFFFFFFFFFFF
         return nonce
-
-    def length(self, seq: int, head: bytes) -> int:
-        del seq
-        return int.from_bytes(head, "big")
 
     def seal(self, seq: int, body: bytes) -> bytes:
         del seq
@@ -361,6 +367,14 @@ class _ChaCha20Poly1305:
 
 _Protection = _Plain | _AesGcm | _ChaCha20Poly1305
 
+
+def _padding(protection: _Protection, payload: int) -> int:
+    """RFC 4253 6: at least 4 bytes, to a multiple of the block size (AEAD: not counting the length field)."""
+    block = protection.block
+    pad = block - (payload + (1 if protection.aead else 5)) % block
+    return pad + block if pad < 4 else pad
+
+
 # name -> (key bytes, IV bytes)
 _CIPHER_SIZES = {
     "aes128-gcm@openssh.com": (16, 12),
@@ -407,11 +421,10 @@ def _algorithms(names: Sequence[str]) -> str:
 
 
 class _Session:
-    def __init__(self, sock: socket.socket, *, where: str, deadline: float, timeout: float) -> None:
+    def __init__(self, sock: socket.socket, *, where: str, deadline: float) -> None:
         self.sock = sock
         self.where = where
         self.deadline = deadline
-        self.timeout = timeout
         self.phase = "banner"
         self.buf = bytearray()
         self.out: list[bytes] = []
@@ -433,15 +446,12 @@ class _Session:
         return remaining
 
     def _recv_more(self) -> None:
+        """One blocking read, bounded by the time left until the probe's deadline."""
         self.sock.settimeout(self._remaining())
         chunk = self.sock.recv(RECV_CHUNK)
         if not chunk:
             raise _ClosedError
         self.buf += chunk
-
-    def _fill(self, n: int) -> None:
-        while len(self.buf) < n:
-            self._recv_more()
 
     def flush(self) -> None:
         if self.out:
@@ -489,33 +499,36 @@ class _Session:
     def send(self, payload: bytes) -> None:
         """Queue one packet (sent by flush(): one write per round trip)."""
         protection = self.p_out
-        block = protection.block
-        covered = len(payload) + 1 + (0 if protection.aead else 4)
-        pad = block - covered % block
-        if pad < 4:
-            pad += block
+        pad = _padding(protection, len(payload))
         body = bytes((pad,)) + payload + os.urandom(pad)
         self.out.append(protection.seal(self.seq_out, body))
         self.seq_out = (self.seq_out + 1) & 0xFFFFFFFF
 
     def read_packet(self) -> bytes:
         protection = self.p_in
-        self._fill(4)
-        length = protection.length(self.seq_in, bytes(self.buf[:4]))
-        aligned = length if protection.aead else length + 4
+        buf = self.buf
+        while len(buf) < 4:
+            self._recv_more()
+        seq = self.seq_in
+        if isinstance(protection, _ChaCha20Poly1305):  # the length is encrypted too
+            length = aligned = protection.length(seq, bytes(buf[:4]))
+        else:
+            length = _U32.unpack_from(buf)[0]
+            aligned = length if protection.aead else length + 4  # AEAD: the blocks start after the length
         if length > MAX_PACKET or length < 8 or aligned % protection.block:
             raise MalformedError(f"a packet with invalid length {length}")
         total = 4 + length + protection.tag
-        self._fill(total)
-        packet = bytes(self.buf[:total])
-        del self.buf[:total]
+        while len(buf) < total:
+            self._recv_more()
+        packet = bytes(buf[:total])
+        del buf[:total]
         try:
-            body = protection.open(self.seq_in, packet)
+            body = protection.open(seq, packet)
         except _IntegrityError:
             raise TransientProbeError(
-                f"integrity check failed on packet {self.seq_in} from {self.where} (corrupted or tampered stream)"
+                f"integrity check failed on packet {seq} from {self.where} (corrupted or tampered stream)"
             ) from None
-        self.seq_in = (self.seq_in + 1) & 0xFFFFFFFF
+        self.seq_in = (seq + 1) & 0xFFFFFFFF
         pad = body[0]
         if pad < 4 or pad + 2 > len(body):
             raise MalformedError(f"a packet with invalid padding length {pad}")
@@ -796,6 +809,19 @@ def _run(s: _Session, *, channel: int, command: str) -> None:
         raise CommandFailedError(f"`{command}` exited {status} on {s.where} (check the login shell)")
 
 
+def _connect(address: str, port: int, *, timeout: float, where: str) -> socket.socket:
+    try:
+        sock = socket.create_connection((address, port), timeout=timeout)
+    except OSError as exc:
+        raise TransientProbeError(f"connect to {where}: {exc}") from None
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError as exc:
+        sock.close()
+        raise TransientProbeError(f"connect to {where}: {exc}") from None
+    return sock
+
+
 def probe(
     address: str,
     *,
@@ -812,13 +838,9 @@ def probe(
     ones whose `fatal` is False."""
     where = f"{address}:{port}"
     deadline = time.monotonic() + timeout
+    sock = _connect(address, port, timeout=timeout, where=where)
+    s = _Session(sock, where=where, deadline=deadline)
     try:
-        sock = socket.create_connection((address, port), timeout=timeout)
-    except OSError as exc:
-        raise TransientProbeError(f"connect to {where}: {exc}") from None
-    s = _Session(sock, where=where, deadline=deadline, timeout=timeout)
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         session_id = _key_exchange(s, pinned=pinned)
         _login_and_open(s, session_id=session_id, user=user, client_key=client_key, command=command)
         _run(s, channel=s.channel if s.channel is not None else 0, command=command)
