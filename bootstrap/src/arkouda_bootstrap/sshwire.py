@@ -23,9 +23,9 @@ import re
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from cryptography.exceptions import InvalidSignature, InvalidTag, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -164,6 +164,10 @@ class _ClosedError(Exception):
 
 
 _U32 = struct.Struct(">I")
+
+_T = TypeVar("_T")
+# A step of the conversation: yields (nothing) whenever it needs more bytes from the server, returns a _T.
+_Steps = Generator[None, None, _T]
 
 
 def u32(value: int) -> bytes:
@@ -421,10 +425,12 @@ def _algorithms(names: Sequence[str]) -> str:
 
 
 class _Session:
-    def __init__(self, sock: socket.socket, *, where: str, deadline: float) -> None:
-        self.sock = sock
+    """The protocol state of one probe, without I/O: the conversation queues packets in `out` and yields
+    whenever it needs more bytes in `buf`; a driver (blocking in `probe`, multiplexed in `probe_many`) sends the
+    queued bytes, reads, and resumes it, throwing socket errors, EOF (_ClosedError) and TimeoutError into it."""
+
+    def __init__(self, *, where: str) -> None:
         self.where = where
-        self.deadline = deadline
         self.phase = "banner"
         self.buf = bytearray()
         self.out: list[bytes] = []
@@ -437,31 +443,14 @@ class _Session:
         self.channel: int | None = None  # the server's channel number once open
         self.window = CHANNEL_WINDOW
 
-    # -- socket
-
-    def _remaining(self) -> float:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError
-        return remaining
-
-    def _recv_more(self) -> None:
-        """One blocking read, bounded by the time left until the probe's deadline."""
-        self.sock.settimeout(self._remaining())
-        chunk = self.sock.recv(RECV_CHUNK)
-        if not chunk:
-            raise _ClosedError
-        self.buf += chunk
-
-    def flush(self) -> None:
-        if self.out:
-            self.sock.settimeout(self._remaining())
-            self.sock.sendall(b"".join(self.out))
-            self.out.clear()
+    def take_output(self) -> bytes:
+        data = b"".join(self.out)
+        self.out.clear()
+        return data
 
     # -- version exchange
 
-    def read_version(self) -> bytes:
+    def read_version(self) -> _Steps[bytes]:
         """Skip the lines a server may send before its version (RFC 4253 4.2); return V_S without CR LF."""
         lines = 0
         last = b""
@@ -471,7 +460,7 @@ class _Session:
                 if len(self.buf) > MAX_BANNER_LINE:
                     raise MalformedError(f"a banner line longer than {MAX_BANNER_LINE} bytes")
                 try:
-                    self._recv_more()
+                    yield  # more bytes, please
                 except (_ClosedError, ConnectionResetError):
                     said = f" after it said {_short(last.decode('utf-8', 'replace'), 80)!r}" if last else ""
                     raise TransientProbeError(
@@ -497,18 +486,18 @@ class _Session:
     # -- packets
 
     def send(self, payload: bytes) -> None:
-        """Queue one packet (sent by flush(): one write per round trip)."""
+        """Queue one packet; the driver sends everything queued in one write before it waits for the server."""
         protection = self.p_out
         pad = _padding(protection, len(payload))
         body = bytes((pad,)) + payload + os.urandom(pad)
         self.out.append(protection.seal(self.seq_out, body))
         self.seq_out = (self.seq_out + 1) & 0xFFFFFFFF
 
-    def read_packet(self) -> bytes:
+    def read_packet(self) -> _Steps[bytes]:
         protection = self.p_in
         buf = self.buf
         while len(buf) < 4:
-            self._recv_more()
+            yield
         seq = self.seq_in
         if isinstance(protection, _ChaCha20Poly1305):  # the length is encrypted too
             length = aligned = protection.length(seq, bytes(buf[:4]))
@@ -519,7 +508,7 @@ class _Session:
             raise MalformedError(f"a packet with invalid length {length}")
         total = 4 + length + protection.tag
         while len(buf) < total:
-            self._recv_more()
+            yield
         packet = bytes(buf[:total])
         del buf[:total]
         try:
@@ -534,11 +523,11 @@ class _Session:
             raise MalformedError(f"a packet with invalid padding length {pad}")
         return body[1 : len(body) - pad]
 
-    def recv(self) -> bytes:
+    def recv(self) -> _Steps[bytes]:
         """The next message that is not transport noise; handles DISCONNECT and, once logged in, the connection
         protocol's housekeeping (global requests, window adjusts, channel data)."""
         while True:
-            payload = self.read_packet()
+            payload = yield from self.read_packet()
             kind = payload[0]
             if kind in (MSG_IGNORE, MSG_DEBUG, MSG_UNIMPLEMENTED):
                 continue
@@ -565,7 +554,6 @@ class _Session:
             reader.string(limit=256)
             if reader.boolean():
                 self.send(bytes((MSG_REQUEST_FAILURE,)))
-                self.flush()
             return True
         if kind == MSG_CHANNEL_WINDOW_ADJUST:
             return True  # we send nothing but requests, which windows do not cover
@@ -579,23 +567,18 @@ class _Session:
                 # discarded output must not stall the command: give the window back
                 self.send(bytes((MSG_CHANNEL_WINDOW_ADJUST,)) + u32(self.channel) + u32(CHANNEL_WINDOW - self.window))
                 self.window = CHANNEL_WINDOW
-                self.flush()
             return True
         return False
 
-    def expect(self, *kinds: int) -> bytes:
-        payload = self.recv()
+    def expect(self, *kinds: int) -> _Steps[bytes]:
+        payload = yield from self.recv()
         if payload[0] not in kinds:
             raise MalformedError(f"unexpected message {payload[0]} during {self.phase} (expected {kinds})")
         return payload
 
     def goodbye(self) -> None:
-        """DISCONNECT by application, best effort: the outcome is already known."""
-        try:
-            self.send(bytes((MSG_DISCONNECT,)) + u32(DISCONNECT_BY_APPLICATION) + string(b"probe done") + string(b""))
-            self.flush()
-        except OSError:
-            pass
+        """Queue a DISCONNECT by application (sent best effort: the outcome is already known)."""
+        self.send(bytes((MSG_DISCONNECT,)) + u32(DISCONNECT_BY_APPLICATION) + string(b"probe done") + string(b""))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -653,7 +636,7 @@ def _negotiate_all(s: _Session, kexinit: bytes) -> tuple[str, str, str, bool]:
     return kex, cipher_cs, cipher_sc, guess_follows
 
 
-def _key_exchange(s: _Session, *, pinned: PublicKey) -> bytes:
+def _key_exchange(s: _Session, *, pinned: PublicKey) -> _Steps[bytes]:
     """Version exchange, KEXINIT, curve25519 ECDH, host key check, NEWKEYS both ways (ours is left queued);
     returns the session id.
 
@@ -667,19 +650,17 @@ def _key_exchange(s: _Session, *, pinned: PublicKey) -> bytes:
     s.out.append(CLIENT_VERSION + b"\r\n")
     s.send(i_c)
     s.send(ecdh_init)
-    s.flush()
-    v_s = s.read_version()
+    v_s = yield from s.read_version()
     s.phase = "key exchange"
-    i_s = s.expect(MSG_KEXINIT)
+    i_s = yield from s.expect(MSG_KEXINIT)
     kex, cipher_cs, cipher_sc, server_guess_follows = _negotiate_all(s, i_s)
     if server_guess_follows and not s.guess_ok:
-        s.recv()  # the server guessed wrong; its guessed kex packet is ignored
+        yield from s.recv()  # the server guessed wrong; its guessed kex packet is ignored
     if not s.guess_ok:
         s.send(ecdh_init)
-        s.flush()
     log.debug("%s: kex %s, ciphers %s / %s", s.where, kex, cipher_cs, cipher_sc)
 
-    reply = WireReader(s.expect(MSG_KEX_ECDH_REPLY), what="KEX_ECDH_REPLY", start=1)
+    reply = WireReader((yield from s.expect(MSG_KEX_ECDH_REPLY)), what="KEX_ECDH_REPLY", start=1)
     k_s = reply.string(limit=4096)
     q_s = reply.string(limit=64)
     signature = reply.string(limit=4096)
@@ -719,7 +700,7 @@ def _key_exchange(s: _Session, *, pinned: PublicKey) -> bytes:
             "over the exchange hash does not verify (it does not hold the private key; wrong Secret mounted?)"
         ) from None
 
-    s.expect(MSG_NEWKEYS)
+    yield from s.expect(MSG_NEWKEYS)
     session_id = h
     key_cs, iv_cs = _CIPHER_SIZES[cipher_cs]
     key_sc, iv_sc = _CIPHER_SIZES[cipher_sc]
@@ -735,7 +716,7 @@ def _key_exchange(s: _Session, *, pinned: PublicKey) -> bytes:
 
 def _login_and_open(
     s: _Session, *, session_id: bytes, user: str, client_key: ed25519.Ed25519PrivateKey, command: str
-) -> None:
+) -> _Steps[int]:
     """ssh-userauth service, one signed publickey request (no query round trip) and the session channel's open,
     all pipelined behind our NEWKEYS in one write. RFC 4252 5.1 passes messages sent after the request that
     succeeds to the service; when authentication fails the server answers the early CHANNEL_OPEN with
@@ -748,11 +729,10 @@ def _login_and_open(
     signature = client_key.sign(string(session_id) + head + signed)
     s.send(head + signed + string(string(b"ssh-ed25519") + string(signature)))
     s.send(bytes((MSG_CHANNEL_OPEN,)) + string(b"session") + u32(0) + u32(CHANNEL_WINDOW) + u32(CHANNEL_MAX_PACKET))
-    s.flush()
-    accept = WireReader(s.expect(MSG_SERVICE_ACCEPT), what="SERVICE_ACCEPT", start=1)
+    accept = WireReader((yield from s.expect(MSG_SERVICE_ACCEPT)), what="SERVICE_ACCEPT", start=1)
     if accept.string(limit=64) != b"ssh-userauth":
         raise MalformedError("SERVICE_ACCEPT for another service")
-    answer = s.expect(MSG_USERAUTH_SUCCESS, MSG_USERAUTH_FAILURE)
+    answer = yield from s.expect(MSG_USERAUTH_SUCCESS, MSG_USERAUTH_FAILURE)
     if answer[0] == MSG_USERAUTH_FAILURE:
         raise AuthenticationFailedError(
             f"public-key authentication as {user} rejected by {s.where}; "
@@ -760,7 +740,7 @@ def _login_and_open(
         )
     s.authenticated = True
     s.phase = f"running `{command}`"
-    opened = s.expect(MSG_CHANNEL_OPEN_CONFIRMATION, MSG_CHANNEL_OPEN_FAILURE)
+    opened = yield from s.expect(MSG_CHANNEL_OPEN_CONFIRMATION, MSG_CHANNEL_OPEN_FAILURE)
     reader = WireReader(opened, what="CHANNEL_OPEN reply", start=1)
     if reader.u32() != 0:
         raise MalformedError("a channel reply for a channel we did not open")
@@ -770,16 +750,16 @@ def _login_and_open(
             f"{s.where} refused a session channel for `{command}`: {_short(reader.text())} (code {code})"
         )
     s.channel = reader.u32()
+    return s.channel
 
 
-def _run(s: _Session, *, channel: int, command: str) -> None:
+def _run(s: _Session, *, channel: int, command: str) -> _Steps[None]:
     """`exec command` on the open channel, wait for its exit status and the server's CLOSE; our CLOSE is queued."""
     s.send(bytes((MSG_CHANNEL_REQUEST,)) + u32(channel) + string(b"exec") + b"\x01" + string(command.encode()))
-    s.flush()
     status: int | None = None
     signal: str | None = None
     while True:
-        message = s.expect(
+        message = yield from s.expect(
             MSG_CHANNEL_SUCCESS, MSG_CHANNEL_FAILURE, MSG_CHANNEL_REQUEST, MSG_CHANNEL_EOF, MSG_CHANNEL_CLOSE
         )
         kind = message[0]
@@ -797,7 +777,6 @@ def _run(s: _Session, *, channel: int, command: str) -> None:
                 signal = _short(reader.text(limit=64), 32)
             elif want_reply:  # e.g. keepalive@openssh.com
                 s.send(bytes((MSG_CHANNEL_FAILURE,)) + u32(channel))
-                s.flush()
         elif kind == MSG_CHANNEL_CLOSE:
             s.send(bytes((MSG_CHANNEL_CLOSE,)) + u32(channel))
             break
@@ -822,6 +801,38 @@ def _connect(address: str, port: int, *, timeout: float, where: str) -> socket.s
     return sock
 
 
+def _conversation(
+    s: _Session, *, user: str, client_key: ed25519.Ed25519PrivateKey, pinned: PublicKey, command: str
+) -> _Steps[None]:
+    """The whole probe as one resumable conversation (see _Session)."""
+    try:
+        session_id = yield from _key_exchange(s, pinned=pinned)
+        channel = yield from _login_and_open(
+            s, session_id=session_id, user=user, client_key=client_key, command=command
+        )
+        yield from _run(s, channel=channel, command=command)
+        s.goodbye()
+    except ProbeError:
+        if not isinstance(s.p_out, _Plain):
+            s.goodbye()
+        raise
+
+
+def _outcome(exc: BaseException, s: _Session, *, timeout: float) -> ProbeError | None:
+    """The ProbeError for an exception out of a conversation, or None for one that is not ours to translate."""
+    if isinstance(exc, ProbeError):
+        return exc
+    if isinstance(exc, MalformedError):
+        return ProbeError(f"protocol error from {s.where} during {s.phase}: {exc}")
+    if isinstance(exc, _ClosedError):
+        return TransientProbeError(f"{s.where} closed the connection during {s.phase}")
+    if isinstance(exc, TimeoutError):
+        return TransientProbeError(f"{s.where} did not finish the probe within {timeout:g}s (during {s.phase})")
+    if isinstance(exc, OSError):
+        return TransientProbeError(f"{s.where} during {s.phase}: {exc}")
+    return None
+
+
 def probe(
     address: str,
     *,
@@ -839,26 +850,53 @@ def probe(
     where = f"{address}:{port}"
     deadline = time.monotonic() + timeout
     sock = _connect(address, port, timeout=timeout, where=where)
-    s = _Session(sock, where=where, deadline=deadline)
+    s = _Session(where=where)
+    steps = _conversation(s, user=user, client_key=client_key, pinned=pinned, command=command)
+    failure: BaseException | None = None  # thrown into the conversation at its next step
     try:
-        session_id = _key_exchange(s, pinned=pinned)
-        _login_and_open(s, session_id=session_id, user=user, client_key=client_key, command=command)
-        _run(s, channel=s.channel if s.channel is not None else 0, command=command)
-        s.goodbye()
-    except ProbeError:
-        if not isinstance(s.p_out, _Plain):
-            s.goodbye()
-        raise
-    except MalformedError as exc:
-        raise ProbeError(f"protocol error from {where} during {s.phase}: {exc}") from None
-    except _ClosedError:
-        raise TransientProbeError(f"{where} closed the connection during {s.phase}") from None
-    except TimeoutError:
-        raise TransientProbeError(f"{where} did not finish the probe within {timeout:g}s (during {s.phase})") from None
-    except OSError as exc:
-        raise TransientProbeError(f"{where} during {s.phase}: {exc}") from None
+        while True:
+            try:
+                if failure is None:
+                    next(steps)
+                else:
+                    steps.throw(failure)
+            except StopIteration:
+                return
+            failure = None
+            try:  # the conversation wants more bytes: send what it queued, then read
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                sock.settimeout(remaining)
+                output = s.take_output()
+                if output:
+                    sock.sendall(output)
+                chunk = sock.recv(RECV_CHUNK)
+                if chunk:
+                    s.buf += chunk
+                else:
+                    failure = _ClosedError()
+            except OSError as exc:  # TimeoutError included
+                failure = exc
+    except Exception as exc:
+        translated = _outcome(exc, s, timeout=timeout)
+        if translated is None:
+            raise
+        raise translated from None
     finally:
+        _send_quietly(sock, s)
         sock.close()
+
+
+def _send_quietly(sock: socket.socket, s: _Session) -> None:
+    """The last queued packets (CLOSE, DISCONNECT), best effort and without waiting."""
+    output = s.take_output()
+    if output:
+        try:
+            sock.setblocking(False)
+            sock.send(output)
+        except OSError:
+            pass
 
 
 def load_client_key(path: Path) -> ed25519.Ed25519PrivateKey:
