@@ -362,7 +362,7 @@ def plain(payload: bytes) -> bytes:
 SERVER_VERSION = b"SSH-2.0-TestDouble"
 
 
-def server_kexinit(*, kex: tuple[str, ...] = sshwire.KEX_ALGORITHMS) -> bytes:
+def server_kexinit(*, kex: tuple[str, ...] = sshwire.KEX_ALGORITHMS, guess_follows: bool = False) -> bytes:
     s = sshwire.name_list
     return (
         bytes((sshwire.MSG_KEXINIT,))
@@ -373,7 +373,7 @@ def server_kexinit(*, kex: tuple[str, ...] = sshwire.KEX_ALGORITHMS) -> bytes:
         + s(("hmac-sha2-256",)) * 2
         + s(("none",)) * 2
         + s(()) * 2
-        + b"\0"
+        + (b"\x01" if guess_follows else b"\0")
         + sshwire.u32(0)
     )
 
@@ -453,9 +453,18 @@ def test_double_that_disconnects_for_load_is_transient(double: Callable[..., Dou
 
 class KexDouble:
     """TEST DOUBLE: a server that does the curve25519 exchange with its own host key. `bad_signature` signs
-    something other than the exchange hash; `after_newkeys` decides what happens once both NEWKEYS are out."""
+    something other than the exchange hash; `after_newkeys` decides what happens once both NEWKEYS are out;
+    `kex` is its list (the client's guess is wrong unless curve25519-sha256 is first) and `server_guess` makes it
+    send a guessed kex packet of its own, junk that the client must skip because that guess is wrong too."""
 
-    def __init__(self, *, bad_signature: bool, after_newkeys: Callable[[socket.socket], None]) -> None:
+    def __init__(
+        self,
+        *,
+        bad_signature: bool,
+        after_newkeys: Callable[[socket.socket], None],
+        kex: tuple[str, ...] = sshwire.KEX_ALGORITHMS,
+        server_guess: bool = False,
+    ) -> None:
         self.host_key = ed25519.Ed25519PrivateKey.generate()
         blob = sshwire.host_key_blob(self.host_key.public_key())
         self.pinned = keys.parse_public_key(
@@ -467,16 +476,24 @@ class KexDouble:
         assert self.pinned.blob == blob
         self.bad_signature = bad_signature
         self.after_newkeys = after_newkeys
+        self.kex = kex
+        self.server_guess = server_guess
         self.client_newkeys = False
+        self.inits = 0  # KEX_ECDH_INIT packets received
 
     def __call__(self, conn: socket.socket) -> None:
-        i_s = server_kexinit()
+        i_s = server_kexinit(kex=self.kex, guess_follows=self.server_guess)
+        guessed = plain(bytes((sshwire.MSG_KEX_ECDH_REPLY,)) + b"a wrong guess") if self.server_guess else b""
         # two lines before the version (RFC 4253 4.2), which the client must skip
-        conn.sendall(b"welcome to the double\r\nsecond line\r\n" + SERVER_VERSION + b"\r\n" + plain(i_s))
+        conn.sendall(b"welcome to the double\r\nsecond line\r\n" + SERVER_VERSION + b"\r\n" + plain(i_s) + guessed)
         v_c = recv_line(conn)
         i_c = recv_plain(conn)
         assert i_c[0] == sshwire.MSG_KEXINIT
-        init = recv_plain(conn)  # the client's guess is right: curve25519-sha256 is first on both lists
+        init = recv_plain(conn)  # the client's guess, with its KEXINIT
+        self.inits = 1
+        if self.kex[0] != sshwire.KEX_ALGORITHMS[0]:  # a wrong guess: ignored, the client sends it again
+            init = recv_plain(conn)
+            self.inits = 2
         assert init[0] == sshwire.MSG_KEX_ECDH_INIT
         q_c = init[5:]
         ephemeral = x25519.X25519PrivateKey.generate()
@@ -665,3 +682,20 @@ def test_probe_many_gives_the_same_fatal_outcomes_as_probe(
     assert all(isinstance(r, sshwire.HostKeyMismatchError) for r in mismatched), mismatched
     with pytest.raises(ValueError, match="concurrency"):
         sshwire.probe_many(targets, user="u", client_key=key, pinned=other, timeout=5, concurrency=0)
+
+
+def test_double_preferring_another_kex_gets_the_guess_sent_again_and_its_own_guess_skipped(
+    double: Callable[..., DoubleServer],
+) -> None:
+    kex = KexDouble(
+        bad_signature=False,
+        after_newkeys=hang_up,
+        kex=("curve25519-sha256@libssh.org", "curve25519-sha256"),
+        server_guess=True,
+    )
+    server = double(kex)
+    with pytest.raises(sshwire.TransientProbeError, match="closed the connection during authentication"):
+        probe_double(server, pinned=kex.pinned)
+    server.close()
+    assert kex.inits == 2
+    assert kex.client_newkeys
