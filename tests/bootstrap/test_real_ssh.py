@@ -1,5 +1,5 @@
 """Real OpenSSH: the sshd that `locale` prepares, run as a non-root user on a loopback port; the `server`'s
-paramiko probe, and the real ssh client with the config the server writes (issues 2 and 7)."""
+sshwire probe, and the real ssh client with the config the server writes (issues 2 and 7)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ import threading
 import time
 from pathlib import Path
 
-import paramiko
 import pytest
 from arkouda_bootstrap import keys, ssh
 from arkouda_bootstrap.config import SshTuning
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.sshd import KeyPaths
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 pytestmark = pytest.mark.sshd
 
 FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
 
 
-def client_key(data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
+def client_key(data: dict[str, bytes], tmp_path: Path) -> Ed25519PrivateKey:
     path = tmp_path / "id"
     path.write_bytes(data[keys.CLIENT_KEY])
     path.chmod(0o600)
@@ -346,7 +346,7 @@ def test_probe_without_common_kex_is_fatal_with_advice(
         extra_args=("--kex-algorithms", "sntrup761x25519-sha512@openssh.com"),
     )
     sshds.append(sshd)
-    with pytest.raises(BootstrapError, match="must keep one the probe \\(paramiko\\) speaks"):
+    with pytest.raises(BootstrapError, match="global.sshKexAlgorithms"):
         ssh.probe_all(
             [ssh.Host("127.0.0.1", "arkouda-locale-0")],
             port=sshd.port,

@@ -1,5 +1,5 @@
 """The whole `server` path through the CLI, as a non-root user, against real unprivileged sshds: discovery
-(FakeKube, the test double of the kube seam), paramiko probe, ssh config + wrapper, launcher environment, a
+(FakeKube, the test double of the kube seam), the ssh probe, ssh config + wrapper, launcher environment, a
 stand-in launcher (test double of amudprun: ssh-es into every host in SSH_SERVERS the way GASNet's spawner does),
 exit-code propagation, lost-locale termination, Events, and an arbitrary uid without a passwd entry."""
 

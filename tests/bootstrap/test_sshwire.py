@@ -622,68 +622,6 @@ def test_load_client_key_reads_the_keys_module_format_and_names_bad_files(tmp_pa
         sshwire.load_client_key(tmp_path / "missing")
 
 
-# ----------------------------------------------------------------------------------------------------------
-# probe_many: the same conversation, many hosts from one thread
-
-
-@pytest.mark.sshd
-def test_probe_many_reports_each_target_in_order(
-    locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, double: Callable[..., DoubleServer]
-) -> None:
-    hold = threading.Event()
-    silent = double(lambda conn: hold.wait(10))  # TEST DOUBLE: never sends its banner
-    closed_port = free_port()
-    port = locale_sshd.port
-    targets = [
-        ("127.0.0.1", port),
-        ("127.0.0.1", closed_port),
-        ("127.0.0.2", port),
-        ("127.0.0.1", silent.port),
-        ("127.0.0.3", port),
-    ]
-    try:
-        results = sshwire.probe_many(
-            targets,
-            user=locale_sshd.user,
-            client_key=load_key(secret_data, tmp_path),
-            pinned=pinned_of(secret_data),
-            timeout=1.5,
-            concurrency=3,
-        )
-    finally:
-        hold.set()
-    assert [type(r).__name__ for r in results] == [
-        "NoneType",
-        "TransientProbeError",
-        "NoneType",
-        "TransientProbeError",
-        "NoneType",
-    ]
-    assert str(results[1]).startswith(f"connect to 127.0.0.1:{closed_port}: ")
-    assert str(results[3]) == f"127.0.0.1:{silent.port} did not finish the probe within 1.5s (during banner)"
-
-
-@pytest.mark.sshd
-def test_probe_many_gives_the_same_fatal_outcomes_as_probe(
-    locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path
-) -> None:
-    targets = [("127.0.0.1", locale_sshd.port), ("127.0.0.2", locale_sshd.port)]
-    key = load_key(secret_data, tmp_path)
-    failed = sshwire.probe_many(
-        targets, user=locale_sshd.user, client_key=key, pinned=pinned_of(secret_data), timeout=5, command="false",
-        concurrency=1,
-    )  # fmt: skip
-    assert [str(r) for r in failed] == [
-        f"`false` exited 1 on 127.0.0.1:{locale_sshd.port} (check the login shell)",
-        f"`false` exited 1 on 127.0.0.2:{locale_sshd.port} (check the login shell)",
-    ]
-    other = keys.parse_public_key(keys.generate_ed25519(comment="other").public_openssh, what="other")
-    mismatched = sshwire.probe_many(targets, user=locale_sshd.user, client_key=key, pinned=other, timeout=5)
-    assert all(isinstance(r, sshwire.HostKeyMismatchError) for r in mismatched), mismatched
-    with pytest.raises(ValueError, match="concurrency"):
-        sshwire.probe_many(targets, user="u", client_key=key, pinned=other, timeout=5, concurrency=0)
-
-
 def test_double_preferring_another_kex_gets_the_guess_sent_again_and_its_own_guess_skipped(
     double: Callable[..., DoubleServer],
 ) -> None:

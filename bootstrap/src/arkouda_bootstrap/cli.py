@@ -299,7 +299,6 @@ def setup_logging(level_name: str) -> None:
     # the client logs every request at DEBUG; keep ours readable
     logging.getLogger("kubernetes").setLevel(max(level, logging.INFO))
     logging.getLogger("urllib3").setLevel(max(level, logging.WARNING))
-    logging.getLogger("paramiko").setLevel(max(level, logging.WARNING))
 
 
 def dispatch(

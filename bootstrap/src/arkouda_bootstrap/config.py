@@ -21,7 +21,7 @@ DEFAULT_STATE_DIR = Path("/run/arkouda")
 DEFAULT_SSH_PORT = 2222
 DEFAULT_WAIT_TIMEOUT = 600.0
 # issue 7: curve25519 costs ~10x less client CPU per connection than OpenSSH 9's default sntrup761x25519 kex;
-# both names of the same algorithm (paramiko speaks the @libssh.org one). Chart values can restore the default.
+# both names of the same algorithm (older peers know only the @libssh.org one). Chart values can restore the default.
 DEFAULT_KEX = "curve25519-sha256,curve25519-sha256@libssh.org"
 DEFAULT_CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com"
 DEFAULT_CONNECT_TIMEOUT = 10

@@ -10,8 +10,7 @@ dominant cost (issue 6).
 Deliberately small: one kex family, one host key algorithm, three AEAD ciphers, no compression, no rekeying, no
 ext-info, no strict kex. The protocol is a resumable conversation without I/O (_Session); `probe` drives one
 over a blocking socket with one monotonic deadline for the whole attempt, so it runs in the caller's thread pool
-and under its retries; `probe_many` drives many from one thread with a selector, which shares the wake-ups that
-dominate a probe's client CPU between hosts. Every length from the wire is bounded and every malformed message
+and under its retries. Every length from the wire is bounded and every malformed message
 ends in a ProbeError; `fatal` tells the caller's retry policy whether trying again can help.
 """
 
@@ -19,19 +18,16 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import errno
 import hashlib
 import logging
 import os
 import re
-import selectors
 import socket
 import struct
 import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from cryptography.exceptions import InvalidSignature, InvalidTag, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -54,7 +50,6 @@ __all__ = [
     "TransientProbeError",
     "load_client_key",
     "probe",
-    "probe_many",
 ]
 
 CLIENT_VERSION = b"SSH-2.0-arkouda-bootstrap-probe"
@@ -433,7 +428,7 @@ def _algorithms(names: Sequence[str]) -> str:
 
 class _Session:
     """The protocol state of one probe, without I/O: the conversation queues packets in `out` and yields
-    whenever it needs more bytes in `buf`; a driver (blocking in `probe`, multiplexed in `probe_many`) sends the
+    whenever it needs more bytes in `buf`; a driver (`probe`, over a blocking socket) sends the
     queued bytes, reads, and resumes it, throwing socket errors, EOF (_ClosedError) and TimeoutError into it."""
 
     def __init__(self, *, where: str) -> None:
@@ -902,173 +897,6 @@ def _send_quietly(sock: socket.socket, s: _Session) -> None:
         with contextlib.suppress(OSError):
             sock.setblocking(False)
             sock.send(output)
-
-
-@dataclass(eq=False)
-class _Flight:
-    """One probe in flight in probe_many."""
-
-    index: int
-    sock: socket.socket
-    session: _Session
-    steps: _Steps[None]
-    deadline: float
-    connected: bool = False
-    events: int = selectors.EVENT_WRITE  # what the selector watches for
-    outbuf: bytearray = field(default_factory=bytearray)
-
-
-def _nonblocking_socket(address: str, port: int) -> tuple[socket.socket, tuple[Any, ...]]:
-    family, kind, proto, _, sockaddr = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except OSError:
-        sock.close()
-        raise
-    return sock, sockaddr
-
-
-def probe_many(
-    targets: Sequence[tuple[str, int]],
-    *,
-    user: str,
-    client_key: ed25519.Ed25519PrivateKey,
-    pinned: PublicKey,
-    timeout: float,
-    command: str = "true",
-    concurrency: int = 64,
-) -> list[ProbeError | None]:
-    """One attempt per (address, port), all driven from the calling thread with a selector, at most
-    `concurrency` connections at a time. Returns, in target order, None for a success or the ProbeError that
-    probe() would have raised; each attempt has its own `timeout`, counted from its connect.
-
-    Same conversation as probe(), but one wake-up of this thread serves every connection that became readable,
-    which is where most of a probe's client CPU goes when each host has a blocked thread of its own."""
-    if concurrency < 1:
-        raise ValueError("concurrency must be at least 1")
-    results: list[ProbeError | None] = [None] * len(targets)
-    waiting = iter(enumerate(targets))
-    flights: set[_Flight] = set()
-    selector = selectors.DefaultSelector()
-
-    def finish(flight: _Flight, result: ProbeError | None) -> None:
-        results[flight.index] = result
-        flight.outbuf += flight.session.take_output()
-        if flight.outbuf and flight.connected:
-            with contextlib.suppress(OSError):  # the last CLOSE/DISCONNECT, best effort
-                flight.sock.send(flight.outbuf)
-        flights.discard(flight)
-        selector.unregister(flight.sock)
-        flight.sock.close()
-
-    def watch(flight: _Flight) -> None:
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if flight.outbuf else 0)
-        if events != flight.events:
-            selector.modify(flight.sock, events, flight)
-            flight.events = events
-
-    def advance(flight: _Flight, failure: BaseException | None) -> None:
-        """Resume the conversation (throwing `failure` into it) until it waits for the server again."""
-        try:
-            if failure is None:
-                next(flight.steps)
-            else:
-                flight.steps.throw(failure)
-        except StopIteration:
-            finish(flight, None)
-            return
-        except Exception as exc:
-            translated = _outcome(exc, flight.session, timeout=timeout)
-            if translated is None:
-                raise
-            finish(flight, translated)
-            return
-        flight.outbuf += flight.session.take_output()
-        send(flight)
-
-    def send(flight: _Flight) -> None:
-        if flight.outbuf:
-            try:
-                sent = flight.sock.send(flight.outbuf)
-            except BlockingIOError:
-                sent = 0
-            except OSError as exc:
-                advance(flight, exc)
-                return
-            del flight.outbuf[:sent]
-        watch(flight)
-
-    def start(index: int, address: str, port: int) -> None:
-        where = f"{address}:{port}"
-        try:
-            sock, sockaddr = _nonblocking_socket(address, port)
-        except OSError as exc:
-            results[index] = TransientProbeError(f"connect to {where}: {exc}")
-            return
-        err = sock.connect_ex(sockaddr)
-        if err not in (0, errno.EINPROGRESS):
-            sock.close()
-            results[index] = TransientProbeError(f"connect to {where}: {os.strerror(err)}")
-            return
-        session = _Session(where=where)
-        steps = _conversation(session, user=user, client_key=client_key, pinned=pinned, command=command)
-        flight = _Flight(index, sock, session, steps, time.monotonic() + timeout)
-        flights.add(flight)
-        selector.register(sock, selectors.EVENT_WRITE, flight)  # writable = connected (or failed)
-
-    try:
-        while True:
-            while len(flights) < concurrency:
-                nxt = next(waiting, None)
-                if nxt is None:
-                    break
-                index, (address, port) = nxt
-                start(index, address, port)
-            if not flights:
-                return results
-            now = time.monotonic()
-            events = selector.select(max(0.0, min(f.deadline for f in flights) - now))
-            for key, mask in events:
-                flight = key.data
-                if flight not in flights:
-                    continue  # finished by an earlier event of this round
-                if not flight.connected:
-                    err = flight.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                    if err:
-                        finish(flight, TransientProbeError(f"connect to {flight.session.where}: {os.strerror(err)}"))
-                        continue
-                    flight.connected = True
-                    advance(flight, None)
-                    continue
-                if mask & selectors.EVENT_WRITE:
-                    send(flight)
-                    if flight not in flights or not mask & selectors.EVENT_READ:
-                        continue
-                try:
-                    chunk = flight.sock.recv(RECV_CHUNK)
-                except BlockingIOError:
-                    continue
-                except OSError as exc:
-                    advance(flight, exc)
-                    continue
-                if chunk:
-                    flight.session.buf += chunk
-                    advance(flight, None)
-                else:
-                    advance(flight, _ClosedError())
-            now = time.monotonic()
-            for flight in [f for f in flights if f.deadline <= now]:
-                if flight.connected:
-                    advance(flight, TimeoutError())
-                else:
-                    finish(flight, TransientProbeError(f"connect to {flight.session.where}: timed out"))
-    finally:
-        for flight in list(flights):
-            flights.discard(flight)
-            flight.sock.close()
-        selector.close()
 
 
 def load_client_key(path: Path) -> ed25519.Ed25519PrivateKey:
