@@ -184,7 +184,7 @@ def test_deleted_pod_counts_against_ready() -> None:
     api.pods["r-0"] = make_pod("r-0", ready=False)
     api.script(api.event("DELETED", make_pod("r-0", ready=False)), api.event("ADDED", make_pod("r-0")))
     lines: list[str] = []
-    wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=60, report=lines.append)
+    wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=60, report=lines.append, line_interval=0)
     assert lines[1] == "0/1 locales ready; waiting for ordinal 0 (not created yet)"
 
 
@@ -294,11 +294,44 @@ def test_rollout_in_ordinal_order_looks_events_up_at_most_once_per_interval() ->
     api.script(*(api.event("MODIFIED", make_pod(f"r-{i}", ip=f"10.0.0.{i + 1}", rv="2")) for i in range(n)))
     lines: list[str] = []
     pods = wait_for_locales(
+        api, namespace="ns", selector="s=1", expected=n, timeout=60, report=lines.append, clock=clock, line_interval=0
+    )
+    assert len(pods) == n
+    assert len(lines) == n + 1  # one line per change when lines are not throttled
+    assert [c for c in api.calls if c[0] == "list_pod_events"] == [("list_pod_events", "r-0")]
+
+
+def test_progress_lines_are_throttled_in_a_rollout_but_each_change_shows_when_the_chunk_ends() -> None:
+    """At most one line per interval while pods change (at 1024 locales a line per event was the bootstrap's
+    main cost), yet a change is never hidden for longer than a watch chunk, and the last line is N/N."""
+    clock = FakeClock()  # does not advance: every event arrives within the interval
+    api = FakeKube()
+    n = 50
+    for i in range(n):
+        api.pods[f"r-{i}"] = make_pod(f"r-{i}", ready=False, phase="Pending", ip=None)
+    stuck = make_pod(
+        f"r-{n - 1}",
+        ready=False,
+        phase="Pending",
+        ip=None,
+        containers=(ContainerState(name="sshd", state="waiting", reason="ImagePullBackOff"),),
+    )
+    api.script(
+        *(api.event("MODIFIED", make_pod(f"r-{i}", ip=f"10.0.0.{i + 1}", rv="2")) for i in range(n - 1)),
+        api.event("MODIFIED", stuck),
+        END,
+        api.event("MODIFIED", make_pod(f"r-{n - 1}", ip="10.0.1.1", rv="3")),
+    )
+    lines: list[str] = []
+    pods = wait_for_locales(
         api, namespace="ns", selector="s=1", expected=n, timeout=60, report=lines.append, clock=clock
     )
     assert len(pods) == n
-    assert len(lines) == n + 1  # still one line per change
-    assert [c for c in api.calls if c[0] == "list_pod_events"] == [("list_pod_events", "r-0")]
+    assert lines == [
+        "0/50 locales ready; waiting for r-0 (Pending), r-1 (Pending), r-2 (Pending) and 47 more",
+        "49/50 locales ready; waiting for r-49 (Pending: sshd: ImagePullBackOff)",
+        "50/50 locales ready",
+    ]
 
 
 def test_events_are_looked_up_again_after_the_interval() -> None:
