@@ -67,3 +67,21 @@ def test_finish_names_the_first_failing_host_in_host_order_and_counts_the_rest()
         "ssh probe of 10.0.0.1 (pod r-1) failed: public-key authentication rejected by 10.0.0.1:2222 "
         "(+1 more hosts failed)"
     )
+
+
+def test_close_drops_queued_probes_and_never_waits_for_running_ones() -> None:
+    release, started = threading.Event(), threading.Event()
+
+    def blocking(host: ssh.Host) -> None:
+        started.set()
+        release.wait(10)
+
+    prober = ssh.IncrementalProbe(blocking, max_workers=1)
+    running, queued = ssh.Host(address="10.0.0.1", pod="r-0"), ssh.Host(address="10.0.0.2", pod="r-1")
+    prober.submit(running)
+    assert started.wait(10)
+    prober.submit(queued)
+    prober.close()  # returns at once although the one worker is busy
+    release.set()
+    assert prober._futures[queued].cancelled()
+    assert prober._futures[running].result(timeout=10) is None
