@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import keys, ssh, sshwire
+from arkouda_bootstrap import keys, sshwire
 from arkouda_bootstrap.errors import BootstrapError
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
 from cryptography.hazmat.primitives import serialization
@@ -157,47 +157,55 @@ def test_probe_with_a_client_key_not_in_authorized_keys_is_rejected(
     assert err.value.fatal
 
 
+def paramiko_outcome(*, port: int, user: str, key_path: Path, pinned: keys.PublicKey) -> str:
+    """The test oracle: the same probe done with paramiko (an independent SSH implementation), its outcome
+    named like sshwire's exceptions."""
+    import paramiko
+
+    transport = paramiko.Transport(socket.create_connection(("127.0.0.1", port), timeout=5))
+    try:
+        transport.start_client(timeout=5)
+        server_key = transport.get_remote_server_key()
+        if server_key.get_name() != pinned.key_type or server_key.asbytes() != pinned.blob:
+            return "HostKeyMismatchError"
+        try:
+            transport.auth_publickey(user, paramiko.Ed25519Key.from_private_key_file(str(key_path)))
+        except paramiko.AuthenticationException:
+            return "AuthenticationFailedError"
+        channel = transport.open_session(timeout=5)
+        channel.exec_command("true")
+        return "ok" if channel.recv_exit_status() == 0 else "CommandFailedError"
+    finally:
+        transport.close()
+
+
 @pytest.mark.sshd
-def test_probe_agrees_with_the_paramiko_probe_on_every_outcome(
+def test_probe_agrees_with_paramiko_on_every_outcome(
     locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path
 ) -> None:
-    """The drop-in check for the lead's integration: same sshd, same inputs, the same outcome class name as
-    ssh.probe_once (paramiko) -- success, host key mismatch, rejected key. Nothing about speed."""
+    """Same sshd, same inputs: sshwire's outcome and paramiko's (the oracle above) agree -- success, host key
+    mismatch, rejected key. Nothing about speed."""
     other_pin = keys.parse_public_key(keys.generate_ed25519(comment="other").public_openssh, what="other")
     wrong = keys.build_secret_data(release="other", with_token=False)
-    (tmp_path / "w").mkdir()
     cases = {
         "ok": (secret_data, pinned_of(secret_data)),
         "mismatch": (secret_data, other_pin),
         "rejected": (wrong, pinned_of(secret_data)),
     }
-
-    def outcome(fn: Callable[[], None]) -> str:
-        try:
-            fn()
-        except Exception as exc:
-            return type(exc).__name__
-        return "ok"
-
     results = {}
     for name, (data, pin) in cases.items():
         path = tmp_path / f"{name}.key"
         path.write_bytes(data[keys.CLIENT_KEY])
         path.chmod(0o600)
-
-        def wire(path: Path = path, pin: keys.PublicKey = pin) -> None:
+        try:
             sshwire.probe(
                 "127.0.0.1", port=locale_sshd.port, user=locale_sshd.user,
                 client_key=sshwire.load_client_key(path), pinned=pin, timeout=5,
             )  # fmt: skip
-
-        def paramiko(path: Path = path, pin: keys.PublicKey = pin) -> None:
-            ssh.probe_once(
-                ssh.Host("127.0.0.1", "arkouda-locale-0"), port=locale_sshd.port, user=locale_sshd.user,
-                client_key=ssh.load_client_key(path), pinned=pin, timeout=5,
-            )  # fmt: skip
-
-        ours, theirs = outcome(wire), outcome(paramiko)
+            ours = "ok"
+        except sshwire.ProbeError as exc:
+            ours = type(exc).__name__
+        theirs = paramiko_outcome(port=locale_sshd.port, user=locale_sshd.user, key_path=path, pinned=pin)
         results[name] = (ours, theirs)
     assert results == {
         "ok": ("ok", "ok"),
