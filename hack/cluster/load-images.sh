@@ -13,8 +13,19 @@ import() {  # import ARCHIVE: ctr import unless this exact archive was already i
   local f="$1" stamp
   stamp="$(stat -c '%n %s %Y' "$f")"
   if grep -qxF "$stamp" "$RUN/imported.list" 2>/dev/null; then log "already imported: $f"; return 0; fi
-  ctr_ -n k8s.io images import "$f" | sed 's/^/  /' || die "ctr images import $f failed (is it a docker-archive/oci-archive with an image name?)"
-  echo "$stamp" >>"$RUN/imported.list"
+  # containerd 1.6 can garbage-collect a snapshot that a concurrent unpack is about to use as its parent (the
+  # re-tagged image dropped the last reference to its shared base layer): "failed to prepare extraction
+  # snapshot ... parent snapshot ... does not exist". A second import unpacks that parent afresh.
+  local attempt
+  for attempt in 1 2 3; do
+    if ctr_ -n k8s.io images import "$f" | sed 's/^/  /'; then
+      echo "$stamp" >>"$RUN/imported.list"
+      return 0
+    fi
+    log "ctr images import $f failed (attempt $attempt/3)"
+    sleep 1
+  done
+  die "ctr images import $f failed 3 times (is it a docker-archive/oci-archive with an image name?)"
 }
 
 # buildah_image NAME ARCHIVE ROOTFS_DIR ENTRYPOINT_JSON: a one-layer image from a host directory, no base image.
