@@ -51,9 +51,11 @@ def test_runtime_pins_come_from_the_requirements(tmp_path: Path) -> None:
 
 def test_parse_himeno_reads_mflops_and_checks_the_shape() -> None:
     line = "himeno: size=S grid=64x64x128 ranks=2 threads=1 iterations=50 seconds=3.3 gosa=1e-04 MFLOPS=244.3"
-    assert parse_himeno("noise\n" + line + "\n") == pytest.approx(244.3)
+    assert parse_himeno("noise\n" + line + "\n", iterations=50) == pytest.approx(244.3)
+    with pytest.raises(BenchSetupError, match="ran 50 iterations, expected 500"):
+        parse_himeno(line, iterations=500)
     with pytest.raises(BenchSetupError, match="expected 2 x 1"):
-        parse_himeno(line.replace("threads=1", "threads=2"))
+        parse_himeno(line.replace("threads=1", "threads=2"), iterations=50)
     with pytest.raises(BenchSetupError, match="no 'himeno"):
         parse_himeno("mpirun: error")
 

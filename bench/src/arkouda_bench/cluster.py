@@ -41,6 +41,12 @@ INSTALL_LOCALES = 4
 HELM_TIMEOUT = "10m"
 # The server pod turns Ready once mpirun has finished (himeno S runs seconds): 4 minutes is ample.
 HIMENO_TIMEOUT = "4m"
+# Size S with 500 iterations: about 5 s at ~1.8 GFLOPS on this machine. Himeno's default 50 took under 0.5 s,
+# so one wake-up of the node's own daemons (kubelet, containerd, etcd) cost a pod run up to a third of its
+# MFLOPS and the pod/host ratio swung 0.69-1.66 between repeats.
+HIMENO_SIZE = "S"
+HIMENO_ITERATIONS = 500
+HIMENO_CASE = f"himeno {HIMENO_SIZE} x{HIMENO_ITERATIONS} iterations, 2 ranks x 1 thread"
 
 
 def _run(argv: Sequence[str], *, timeout: float = 900, env: dict[str, str] | None = None) -> str:
@@ -305,16 +311,18 @@ def recover_once(cl: Cluster, ns: str, release: str) -> dict[str, float]:
     return {k: v - t0 for k, v in marks.first.items()}
 
 
-_MFLOPS = re.compile(r"himeno: .*ranks=(\d+) threads=(\d+).* MFLOPS=([0-9.]+)")
+_MFLOPS = re.compile(r"himeno: .*ranks=(\d+) threads=(\d+) iterations=(\d+).* MFLOPS=([0-9.]+)")
 
 
-def parse_himeno(text: str) -> float:
+def parse_himeno(text: str, *, iterations: int = HIMENO_ITERATIONS) -> float:
     m = _MFLOPS.search(text)
     if m is None:
         raise BenchSetupError(f"no 'himeno: ... MFLOPS=' line in: {text.strip()[-300:]}")
     if (int(m.group(1)), int(m.group(2))) != (2, 1):
         raise BenchSetupError(f"himeno ran with ranks={m.group(1)} threads={m.group(2)}, expected 2 x 1")
-    return float(m.group(3))
+    if int(m.group(3)) != iterations:
+        raise BenchSetupError(f"himeno ran {m.group(3)} iterations, expected {iterations}")
+    return float(m.group(4))
 
 
 def himeno_host(binary: Path) -> float:
@@ -323,7 +331,11 @@ def himeno_host(binary: Path) -> float:
         raise BenchSetupError("mpirun not found: run 'make deps' (openmpi-bin)")
     env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMP_NUM_THREADS": "1"}
     return parse_himeno(
-        _run([mpirun, "-np", "2", "-x", "OMP_NUM_THREADS", str(binary), "S"], env=env, timeout=600)
+        _run(
+            [mpirun, "-np", "2", "-x", "OMP_NUM_THREADS", str(binary), HIMENO_SIZE, str(HIMENO_ITERATIONS)],
+            env=env,
+            timeout=600,
+        )
     )
 
 
@@ -335,7 +347,8 @@ def himeno_pods(cl: Cluster, ns: str, release: str, *, first: bool) -> float:
         try:
             cl.helm(
                 "install", release, str(cl.chart), "-n", ns, "-f", str(cl.values("mpi-hybrid.yaml")),
-                "--set", "server.mpi.command=/opt/mpi-demo/bin/himeno", "--set", "server.mpi.args={S}",
+                "--set", "server.mpi.command=/opt/mpi-demo/bin/himeno",
+                "--set-string", f"server.mpi.args={{{HIMENO_SIZE},{HIMENO_ITERATIONS}}}",
                 "--set", "server.mpi.ompThreads=1", "--set", "tests.enabled=false",
                 "--wait", "--timeout", HIMENO_TIMEOUT,
             )  # fmt: skip
@@ -404,7 +417,7 @@ def run(
     except BenchSetupError as exc:
         log.warning("compute rows failed: %s", exc)
         rows.append(
-            Row.failed(group=COMPUTE, case="himeno S, 2 ranks x 1 thread", metric="pod / host MFLOPS",
+            Row.failed(group=COMPUTE, case=HIMENO_CASE, metric="pod / host MFLOPS",
                        command=command, reason=str(exc))
         )  # fmt: skip
     return rows
@@ -466,7 +479,7 @@ def _compute(cl: Cluster, *, repeats: int, binary: Path, command: str, stamp: st
             log.info("himeno %d/%d: host %.1f MFLOPS, pods %.1f MFLOPS", rep + 1, repeats, host[-1], pods[-1])
     finally:
         cl.drop_namespace(ns)
-    case = "himeno S, 2 ranks x 1 thread"
+    case = HIMENO_CASE
     return [
         Row.measured(group=COMPUTE, case=case, metric="host (mpirun on the node)", unit="MFLOPS",
                      command=command, values=host, note="ranks share memory on one host"),
@@ -483,6 +496,6 @@ def not_run_rows(reason: str, command: str) -> list[Row]:
                     command=command, reason=reason),
         Row.not_run(group=RECOVERY, case=f"{INSTALL_LOCALES} locales", metric="delete locale → Ready",
                     command=command, reason=reason),
-        Row.not_run(group=COMPUTE, case="himeno S, 2 ranks x 1 thread", metric="pod / host MFLOPS",
+        Row.not_run(group=COMPUTE, case=HIMENO_CASE, metric="pod / host MFLOPS",
                     command=command, reason=reason),
     ]  # fmt: skip
