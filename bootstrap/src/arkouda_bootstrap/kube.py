@@ -435,7 +435,6 @@ class KubernetesApi:
         self,
         verb: str,
         resource: str,
-        namespace: str,
         method: str,
         path: str,
         *,
@@ -472,7 +471,7 @@ class KubernetesApi:
     ) -> dict[str, Any] | None:
         """One request with a JSON answer; None for a 404 when `missing_ok`."""
         try:
-            response = self._open(verb, resource, namespace, method, path, query=query, body=body)
+            response = self._open(verb, resource, method, path, query=query, body=body)
         except ApiStatusError as exc:
             if missing_ok and exc.status == 404:
                 return None
@@ -515,7 +514,6 @@ class KubernetesApi:
             response = self._open(
                 "watch",
                 "pods",
-                namespace,
                 "GET",
                 self._ns_path(namespace, "pods"),
                 query=[

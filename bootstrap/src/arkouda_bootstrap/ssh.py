@@ -165,14 +165,6 @@ IncompatibleAlgorithmsError = sshwire.IncompatibleAlgorithmsError
 load_client_key = sshwire.load_client_key
 
 
-def probe_once(
-    host: Host, *, port: int, user: str, client_key: Ed25519PrivateKey, pinned: PublicKey, timeout: float
-) -> None:
-    """One attempt: TCP connect, key exchange, the server's host key compared with the pinned one (and its
-    signature over the exchange verified), public-key auth, run `true`; ProbeError subclasses on failure."""
-    sshwire.probe(host.address, port=port, user=user, client_key=client_key, pinned=pinned, timeout=timeout)
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     attempts: int = 8
@@ -190,7 +182,9 @@ def probe_host(
     timeout: float,
     policy: RetryPolicy,
 ) -> None:
-    """Probe with bounded exponential retries of transient errors; logs `attempt n/N` for each."""
+    """Probe with bounded exponential retries of transient errors; logs `attempt n/N` for each. One attempt
+    (sshwire.probe): TCP connect, key exchange, the server's host key compared with the pinned one (and its
+    signature over the exchange verified), public-key auth, run `true`; ProbeError subclasses on failure."""
 
     def before(state: RetryCallState) -> None:
         log.info("probe %s (%s): attempt %d/%d", host.address, host.pod, state.attempt_number, policy.attempts)
@@ -208,7 +202,7 @@ def probe_host(
         after=after,
         reraise=True,
     )
-    retrying(probe_once, host, port=port, user=user, client_key=client_key, pinned=pinned, timeout=timeout)
+    retrying(sshwire.probe, host.address, port=port, user=user, client_key=client_key, pinned=pinned, timeout=timeout)
 
 
 class IncrementalProbe:
