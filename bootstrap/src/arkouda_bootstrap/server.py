@@ -73,12 +73,12 @@ def prepare_server(
                 expected=expected,
                 timeout=settings.timeout,
                 report=report,
-                on_ready=lambda pod: prober.submit(ssh.Host(address=pod.pod_ip or "", pod=pod.name)),
+                on_ready=lambda pod: prober.submit(_host(pod)),
             )
         except discovery.WaitTimeoutError as exc:
             recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
             raise
-        hosts = [own] + [ssh.Host(address=p.pod_ip or "", pod=p.name) for p in locales]
+        hosts = [own, *map(_host, locales)]
         recorder.emit(
             Reason.LOCALES_READY,
             f"{expected} locales ready; hosts: " + " ".join(f"{h.pod}={h.address}" for h in hosts),
@@ -119,6 +119,10 @@ def prepare_server(
     return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
 
 
+def _host(pod: PodInfo) -> ssh.Host:
+    return ssh.Host(address=pod.pod_ip or "", pod=pod.name)
+
+
 def _own_uid(api: KubeApi, settings: ServerSettings) -> str:
     """The server pod's uid ties Events to it for `kubectl describe`; without `get pods` they still get created."""
     try:
@@ -156,10 +160,14 @@ def run_server(
         if not prepared.plan.argv:
             report(f"launcher none: wrote {settings.state_dir} (ssh_config, hostfile); no command given")
             return 0
+        env = {**os.environ, **prepared.plan.env}
+        launched = f"launched {' '.join(prepared.plan.argv)} on {len(prepared.hosts)} hosts ({settings.launcher.value})"
         if not settings.supervise:
-            _exec(prepared, settings, recorder)
+            _exec(prepared, env, recorder, launched=launched)
         started = clock()
-        outcome = _launch_supervised(api, prepared, settings, recorder, grace_seconds=grace_seconds)
+        outcome = _launch_supervised(
+            api, prepared, settings, recorder, env=env, launched=launched, grace_seconds=grace_seconds
+        )
         if outcome.lost_reason is None:
             return outcome.exit_code
         stopped = f"{outcome.lost_reason}; stopped the program (status {outcome.exit_code})"
@@ -180,12 +188,10 @@ def run_server(
         recorder.emit(Reason.RELAUNCHING, message)
 
 
-def _exec(prepared: Prepared, settings: ServerSettings, recorder: EventRecorder) -> NoReturn:
-    launched = f"launched {' '.join(prepared.plan.argv)} on {len(prepared.hosts)} hosts ({settings.launcher.value})"
+def _exec(prepared: Prepared, env: dict[str, str], recorder: EventRecorder, *, launched: str) -> NoReturn:
     recorder.emit(Reason.LAUNCHED, launched + " (unsupervised)")
     sys.stdout.flush()
     sys.stderr.flush()
-    env = {**os.environ, **prepared.plan.env}
     try:
         os.execvpe(prepared.plan.argv[0], prepared.plan.argv, env)
     except OSError as exc:
@@ -193,10 +199,15 @@ def _exec(prepared: Prepared, settings: ServerSettings, recorder: EventRecorder)
 
 
 def _launch_supervised(
-    api: KubeApi, prepared: Prepared, settings: ServerSettings, recorder: EventRecorder, *, grace_seconds: float
+    api: KubeApi,
+    prepared: Prepared,
+    settings: ServerSettings,
+    recorder: EventRecorder,
+    *,
+    env: dict[str, str],
+    launched: str,
+    grace_seconds: float,
 ) -> Outcome:
-    env = {**os.environ, **prepared.plan.env}
-    launched = f"launched {' '.join(prepared.plan.argv)} on {len(prepared.hosts)} hosts ({settings.launcher.value})"
     monitor = (
         LocaleMonitor(api, namespace=settings.namespace, selector=settings.selector, locales=prepared.locales)
         if prepared.locales
