@@ -35,6 +35,11 @@ def pinned_of(data: dict[str, bytes]) -> keys.PublicKey:
     return keys.pinned_host_key(data[keys.KNOWN_HOSTS].decode())
 
 
+def probe_sshd(sshd: LocaleSshd, *, key: ed25519.Ed25519PrivateKey, pinned: keys.PublicKey) -> None:
+    """sshwire.probe of a real locale sshd on loopback as its user, with a 5 s deadline."""
+    sshwire.probe("127.0.0.1", port=sshd.port, user=sshd.user, client_key=key, pinned=pinned, timeout=5)
+
+
 def run_locale(
     user: pwd.struct_passwd, shared_dir: Path, data: dict[str, bytes], sshds: list[LocaleSshd], *args: str
 ) -> LocaleSshd:
@@ -78,14 +83,7 @@ def test_probe_succeeds_with_each_cipher_the_sshd_is_limited_to(
     sshd = run_locale(test_user, shared_dir, secret_data, sshds, "--ciphers", cipher)
     assert f"Ciphers {cipher}\n" in (sshd.state_dir / "sshd_config").read_text()
     caplog.set_level(logging.DEBUG, logger="arkouda_bootstrap.sshwire")
-    sshwire.probe(
-        "127.0.0.1",
-        port=sshd.port,
-        user=sshd.user,
-        client_key=load_key(secret_data, tmp_path),
-        pinned=pinned_of(secret_data),
-        timeout=5,
-    )
+    probe_sshd(sshd, key=load_key(secret_data, tmp_path), pinned=pinned_of(secret_data))
     assert f"kex curve25519-sha256, ciphers {cipher} / {cipher}" in caplog.text
 
 
@@ -119,14 +117,7 @@ def test_probe_with_another_pinned_key_is_a_host_key_mismatch(
 ) -> None:
     other = keys.parse_public_key(keys.generate_ed25519(comment="other").public_openssh, what="other")
     with pytest.raises(sshwire.HostKeyMismatchError) as err:
-        sshwire.probe(
-            "127.0.0.1",
-            port=locale_sshd.port,
-            user=locale_sshd.user,
-            client_key=load_key(secret_data, tmp_path),
-            pinned=other,
-            timeout=5,
-        )
+        probe_sshd(locale_sshd, key=load_key(secret_data, tmp_path), pinned=other)
     message = str(err.value)
     actual = pinned_of(secret_data)
     assert message == (
@@ -142,14 +133,7 @@ def test_probe_with_a_client_key_not_in_authorized_keys_is_rejected(
 ) -> None:
     wrong = keys.build_secret_data(release="other", with_token=False)
     with pytest.raises(sshwire.AuthenticationFailedError) as err:
-        sshwire.probe(
-            "127.0.0.1",
-            port=locale_sshd.port,
-            user=locale_sshd.user,
-            client_key=load_key(wrong, tmp_path),
-            pinned=pinned_of(secret_data),
-            timeout=5,
-        )
+        probe_sshd(locale_sshd, key=load_key(wrong, tmp_path), pinned=pinned_of(secret_data))
     assert str(err.value) == (
         f"public-key authentication as {locale_sshd.user} rejected by 127.0.0.1:{locale_sshd.port}; "
         "the locale's authorized_keys does not hold our client key"
@@ -228,14 +212,7 @@ def test_probe_falls_back_when_the_sshd_prefers_another_kex(
     pq = "sntrup761x25519-sha512@openssh.com,curve25519-sha256@libssh.org"
     sshd = run_locale(test_user, shared_dir, secret_data, sshds, "--kex-algorithms", pq)
     caplog.set_level(logging.DEBUG, logger="arkouda_bootstrap.sshwire")
-    sshwire.probe(
-        "127.0.0.1",
-        port=sshd.port,
-        user=sshd.user,
-        client_key=load_key(secret_data, tmp_path),
-        pinned=pinned_of(secret_data),
-        timeout=5,
-    )
+    probe_sshd(sshd, key=load_key(secret_data, tmp_path), pinned=pinned_of(secret_data))
     assert "kex curve25519-sha256@libssh.org, ciphers aes128-gcm@openssh.com" in caplog.text
 
 
@@ -251,14 +228,7 @@ def test_probe_without_a_common_kex_names_the_values_keys(
         test_user, shared_dir, secret_data, sshds, "--kex-algorithms", "sntrup761x25519-sha512@openssh.com"
     )
     with pytest.raises(sshwire.IncompatibleAlgorithmsError) as err:
-        sshwire.probe(
-            "127.0.0.1",
-            port=sshd.port,
-            user=sshd.user,
-            client_key=load_key(secret_data, tmp_path),
-            pinned=pinned_of(secret_data),
-            timeout=5,
-        )
+        probe_sshd(sshd, key=load_key(secret_data, tmp_path), pinned=pinned_of(secret_data))
     message = str(err.value)
     assert f"no key exchange in common with 127.0.0.1:{sshd.port}" in message
     assert "it offers sntrup761x25519-sha512@openssh.com," in message
