@@ -269,14 +269,6 @@ class WireReader:
             raise MalformedError(f"{self.what} has {self._end - self._pos} trailing bytes")
 
 
-def parse_name_list(data: bytes) -> list[str]:
-    """Decode one name-list field (for tests and callers that hold the bytes of just that field)."""
-    reader = WireReader(data, what="name-list")
-    names = reader.name_list()
-    reader.end()
-    return names
-
-
 # ----------------------------------------------------------------------------------------------------------
 # packet protection
 
