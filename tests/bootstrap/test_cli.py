@@ -121,8 +121,10 @@ def test_keygen_through_main(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "unchanged" in out
     code, _, err = run_main(["keygen", "--secret-name", "custom"], {"POD_NAMESPACE": "ns"}, capsys, api)
     assert code == EXIT_USAGE and "missing --release (ARKOUDA_RELEASE)" in err
-    code, _, err = run_main(["keygen", "--rotate", "--delete"], env, capsys, api)
+    code, _, err = run_main(["keygen", "--rotation-id", "r1", "--delete"], env, capsys, api)
     assert code == EXIT_USAGE and "exclude each other" in err
+    code, _, err = run_main(["keygen", "--rotation-id", "not ok!"], env, capsys, api)
+    assert code == EXIT_USAGE and "--rotation-id (ARKOUDA_SSH_ROTATION_ID): 'not ok!' is not a rotation id" in err
 
 
 def test_keygen_rbac_error_through_main(capsys: pytest.CaptureFixture[str]) -> None:

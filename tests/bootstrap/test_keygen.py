@@ -55,13 +55,50 @@ def test_rotate_replaces_keys_and_keeps_token() -> None:
     old = dict(api.secrets[("ns", "rel-arkouda-ssh")][0])
     old[keys.HOST_KEY] = b"broken"  # rotation also repairs
     api.secrets[("ns", "rel-arkouda-ssh")] = (old, {})
-    msg = run_keygen(api, KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", rotate=True))
+    msg = run_keygen(
+        api, KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", rotation_id="r1")
+    )
     assert msg.startswith("rotated")
     new, labels = api.secrets[("ns", "rel-arkouda-ssh")]
     assert new[keys.CLIENT_KEY] != old[keys.CLIENT_KEY]
     assert new[keys.TOKEN] == old[keys.TOKEN]
     keys.validate_secret_data(new, source="x", require_token=True)
     assert labels["app.kubernetes.io/managed-by"] == "arkouda-bootstrap"
+
+
+def test_a_rotation_happens_once_per_id() -> None:
+    api = FakeKube()
+    settings = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", with_token=True)
+    run_keygen(api, settings)
+    first = dict(api.secrets[("ns", "rel-arkouda-ssh")][0])
+    assert first[keys.TOKEN].strip() == first[keys.TOKEN]  # no line end: clients send it verbatim
+    rotate = KeygenSettings(
+        namespace="ns", secret_name="rel-arkouda-ssh", release="rel", with_token=True, rotation_id="2026-12-01"
+    )
+    assert run_keygen(api, rotate).startswith("rotated Secret rel-arkouda-ssh in namespace ns (rotation 2026-12-01")
+    rotated = dict(api.secrets[("ns", "rel-arkouda-ssh")][0])
+    assert rotated[keys.HOST_KEY] != first[keys.HOST_KEY]
+    assert rotated[keys.TOKEN] != first[keys.TOKEN]  # the token rotates with the keys
+    assert rotated[keys.ROTATION_ID] == b"2026-12-01"
+    # `helm upgrade --reuse-values` replays the same id: nothing changes, however often
+    for _ in range(2):
+        assert run_keygen(api, rotate) == (
+            "Secret rel-arkouda-ssh in namespace ns exists and is valid; unchanged "
+            "(rotation 2026-12-01 was already done)"
+        )
+        assert api.secrets[("ns", "rel-arkouda-ssh")][0] == rotated
+    # and an upgrade without an id leaves the rotated keys alone too
+    run_keygen(api, settings)
+    assert api.secrets[("ns", "rel-arkouda-ssh")][0] == rotated
+
+
+def test_a_lost_secret_is_recreated_with_the_current_rotation_recorded() -> None:
+    api = FakeKube()
+    rotate = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", rotation_id="r2")
+    assert run_keygen(api, rotate) == "created Secret rel-arkouda-ssh in namespace ns"
+    created = dict(api.secrets[("ns", "rel-arkouda-ssh")][0])
+    assert "unchanged" in run_keygen(api, rotate)
+    assert api.secrets[("ns", "rel-arkouda-ssh")][0] == created
 
 
 def test_delete() -> None:

@@ -39,7 +39,8 @@ def test_arkouda_env_and_argv() -> None:
     assert env["GASNET_MASTERIP"] == "10.0.0.9"
     assert env["GASNET_SSH_CMD"] == "/run/arkouda/bin/ssh"
     assert env["GASNET_SSH_OPTIONS"] == "-F /run/arkouda/ssh_config"
-    assert env["GASNET_SSH_REMOTE_PATH"] == "/opt/arkouda/bin"
+    # no work dir given: the spawner's own default (the launcher's cwd), never the binary's directory
+    assert "GASNET_SSH_REMOTE_PATH" not in env
     assert files[STATE / "hostfile"] == "10.0.0.9 slots=1\n10.0.0.3 slots=1\n10.0.0.4 slots=1\n"
 
 

@@ -70,6 +70,7 @@ def run_server_as(
     secret_dir: Path,
     port: int,
     extra_argv: list[str] = (),  # type: ignore[assignment]
+    program_args: tuple[str, ...] = ("--ServerPort=5555",),
     env: dict[str, str] | None = None,
 ) -> tuple[int, str, list[dict[str, str]]]:
     state = base / "server-state"
@@ -82,6 +83,9 @@ def run_server_as(
     out = base / "out"
     out.mkdir()
     os.chown(out, uid, gid)
+    work = base / "work"
+    work.mkdir(exist_ok=True)
+    os.chown(work, uid, gid)
     events_file = out / "events.json"
     argv = [
         "server",
@@ -104,7 +108,7 @@ def run_server_as(
         *extra_argv,
         "--",
         str(standin),
-        "--ServerPort=5555",
+        *program_args,
     ]
     child_env = {
         "PATH": "/usr/bin:/bin",
@@ -112,6 +116,7 @@ def run_server_as(
         "POD_NAMESPACE": "ns",
         "ARKOUDA_LOCALE_SELECTOR": "app.kubernetes.io/instance=r,app.kubernetes.io/component=locale",
         "ARKBS_OUT": str(out / "ran"),
+        "ARKOUDA_WORK_DIR": str(work),
         **(env or {}),
     }
 
@@ -178,7 +183,9 @@ def test_server_launches_standin_over_real_ssh_as_non_root(
     assert env["SSH_SERVERS"] == "127.0.0.1 127.0.0.2 127.0.0.3"
     assert env["GASNET_MASTERIP"] == "127.0.0.1"
     assert env["GASNET_SPAWNFN"] == "S"
-    assert env["GASNET_SSH_REMOTE_PATH"] == str(shared_dir / "bin")
+    # the locales' working directory is the writable work dir, never the binary's (read-only) directory
+    assert env["GASNET_SSH_REMOTE_PATH"] == str(shared_dir / "work")
+    assert not (shared_dir / "work" / ".arkouda" / "tokens.txt").exists()
     assert [e["reason"] for e in events] == ["LocalesReady", "Launched"]
     assert "-nl 3" in events[1]["message"]
 
@@ -195,6 +202,54 @@ def test_server_propagates_exit_code(test_user: pwd.struct_passwd, shared_dir: P
         env={"ARKBS_EXIT": "5"},
     )
     assert code == 5, log
+
+
+def test_server_writes_this_launchs_token_over_a_stale_one(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    secret_dir, port = cluster
+    with_token = shared_dir / "secret-with-token"
+    write_secret_dir(with_token, {p.name: p.read_bytes() for p in secret_dir.iterdir()} | {keys.TOKEN: b"t0k3n-abc\n"})
+    # Arkouda prefers <cwd>/.arkouda/tokens.txt over its environment: a file left by an earlier run must not win
+    stale = shared_dir / "work" / ".arkouda"
+    stale.mkdir(parents=True)
+    (stale / "tokens.txt").write_text("stale-token-of-an-earlier-run\n")
+    for p in (stale.parent, stale, stale / "tokens.txt"):
+        os.chown(p, test_user.pw_uid, test_user.pw_gid)
+    code, log, _ = run_server_as(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=fake_cluster(),
+        base=shared_dir,
+        secret_dir=with_token,
+        port=port,
+        program_args=("--ServerPort=5555", "--authenticate=true"),
+    )
+    assert code == 0, log
+    tokens = stale / "tokens.txt"
+    assert tokens.read_text() == "t0k3n-abc\n"  # the Secret's token without its line end, as the only line
+    assert tokens.stat().st_mode & 0o777 == 0o600
+
+
+def test_server_refuses_a_work_dir_it_cannot_write(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    secret_dir, port = cluster
+    readonly = shared_dir / "readonly-work"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    code, log, _ = run_server_as(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        api=fake_cluster(),
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
+        env={"ARKOUDA_WORK_DIR": str(readonly)},
+    )
+    assert code == 1, log
+    assert f"working directory {readonly} (--work-dir, ARKOUDA_WORK_DIR) is not writable by uid" in log
+    assert not (shared_dir / "out" / "ran").exists()  # nothing was launched
 
 
 def test_server_terminates_program_when_a_locale_is_lost(

@@ -70,7 +70,13 @@ KEYGEN = [
         "also store a random Arkouda auth token",
         boolean=True,
     ),
-    Opt("rotate", "--rotate", "ARKOUDA_SSH_ROTATE", "replace an existing Secret with new keys", boolean=True),
+    Opt(
+        "rotation_id",
+        "--rotation-id",
+        "ARKOUDA_SSH_ROTATION_ID",
+        "replace the keys (and token) once per new id: the id is recorded in the Secret, and the same id again "
+        "(a replayed `helm upgrade --reuse-values`) changes nothing",
+    ),
     Opt("delete", "--delete", "ARKOUDA_SSH_DELETE", "delete the Secret (post-delete hook)", boolean=True),
 ]
 LOCALE = SSH_DIRS
@@ -85,10 +91,11 @@ SERVER = [
     Opt("slots", "--slots", "ARKOUDA_MPI_SLOTS", "MPI slots per host in the hostfile", "1"),
     Opt("omp_threads", "--omp-threads", "OMP_NUM_THREADS", "OMP_NUM_THREADS for the launched program"),
     Opt(
-        "remote_path",
-        "--remote-path",
-        "ARKOUDA_REMOTE_PATH",
-        "GASNET_SSH_REMOTE_PATH (default: command's dir)",
+        "work_dir",
+        "--work-dir",
+        "ARKOUDA_WORK_DIR",
+        "arkouda: every locale's working directory (GASNET_SSH_REMOTE_PATH), writable at the same path in every "
+        "pod; .arkouda/ and the token file go there (default: the launcher's own)",
     ),
     Opt(
         "prewarm",
@@ -211,15 +218,18 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
         if not secret_name.endswith(SECRET_SUFFIX):
             raise UsageError(f"missing --release (ARKOUDA_RELEASE): cannot derive it from {secret_name}")
         release = secret_name[: -len(SECRET_SUFFIX)]
-    rotate, delete = v.boolean("rotate"), v.boolean("delete")
-    if rotate and delete:
-        raise UsageError("--rotate and --delete exclude each other")
+    raw_rotation = v.raw("rotation_id")
+    ro = v.opt("rotation_id")
+    rotation_id = config.parse_rotation_id(raw_rotation, flag=ro.flag, env=ro.env) if raw_rotation else None
+    delete = v.boolean("delete")
+    if rotation_id and delete:
+        raise UsageError("--rotation-id and --delete exclude each other")
     return KeygenSettings(
         namespace=namespace,
         secret_name=secret_name,
         release=release,
         with_token=v.boolean("with_token"),
-        rotate=rotate,
+        rotation_id=rotation_id,
         delete=delete,
     )
 
@@ -260,7 +270,7 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
         launcher=launcher,
         slots=v.integer("slots", minimum=1),
         omp_threads=omp_threads,
-        remote_path=v.raw("remote_path") or None,
+        work_dir=Path(v.required("work_dir")) if v.raw("work_dir") else None,
         tuning=v.tuning(),
         prewarm=v.boolean("prewarm"),
         supervise=not v.boolean("no_supervise"),

@@ -56,7 +56,7 @@ class KeygenSettings:
     secret_name: str
     release: str
     with_token: bool = False
-    rotate: bool = False
+    rotation_id: str | None = None
     delete: bool = False
 
 
@@ -83,7 +83,7 @@ class ServerSettings:
     launcher: Launcher = Launcher.ARKOUDA
     slots: int = 1
     omp_threads: int | None = None
-    remote_path: str | None = None
+    work_dir: Path | None = None
     tuning: SshTuning = field(default_factory=SshTuning)
     prewarm: bool = False
     supervise: bool = True
@@ -167,6 +167,19 @@ def parse_selector(value: str, *, flag: str, env: str | None) -> str:
         raise UsageError(
             f"{source(flag, env)}: {value!r} is not a label selector such as "
             "app.kubernetes.io/instance=REL,app.kubernetes.io/component=locale"
+        )
+    return cleaned
+
+
+_ROTATION_ID = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def parse_rotation_id(value: str, *, flag: str, env: str | None) -> str:
+    cleaned = value.strip()
+    if not _ROTATION_ID.fullmatch(cleaned):
+        raise UsageError(
+            f"{source(flag, env)}: {value!r} is not a rotation id (1-63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit)"
         )
     return cleaned
 

@@ -21,17 +21,24 @@ def secret_labels(release: str) -> dict[str, str]:
 
 
 def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
-    """Create, validate, rotate or delete the Secret; returns a one-line summary of what happened."""
+    """Create, validate, rotate or delete the Secret; returns a one-line summary of what happened.
+
+    A rotation happens once per id: the id is stored in the Secret, so the same request replayed by
+    `helm upgrade --reuse-values` finds it done and changes nothing."""
     ns, name = settings.namespace, settings.secret_name
     where = f"Secret {name} in namespace {ns}"
     if settings.delete:
         return f"deleted {where}" if api.delete_secret(namespace=ns, name=name) else f"{where} already absent"
     existing = api.get_secret(namespace=ns, name=name)
     labels = secret_labels(settings.release)
-    if existing is not None and not settings.rotate:
+    rotation = settings.rotation_id
+    if existing is not None and (rotation is None or existing.get(keys.ROTATION_ID, b"").decode() == rotation):
         keys.validate_secret_data(existing, source=where, require_token=settings.with_token)
-        return f"{where} exists and is valid; unchanged"
+        done = f" (rotation {rotation} was already done)" if rotation else ""
+        return f"{where} exists and is valid; unchanged{done}"
     data = keys.build_secret_data(release=settings.release, with_token=settings.with_token)
+    if rotation is not None:
+        data[keys.ROTATION_ID] = rotation.encode()
     if existing is None:
         try:
             api.create_secret(namespace=ns, name=name, data=data, labels=labels)
@@ -46,4 +53,6 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
     if not settings.with_token and keys.TOKEN in existing:
         data[keys.TOKEN] = existing[keys.TOKEN]  # rotation replaces keys; a token is only added, never dropped
     api.replace_secret(namespace=ns, name=name, data=data, labels=labels)
-    return f"rotated {where} (new client and host keys)"
+    return (
+        f"rotated {where} (rotation {rotation}: new client and host keys{', new token' if settings.with_token else ''})"
+    )

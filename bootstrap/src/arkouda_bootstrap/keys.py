@@ -28,6 +28,9 @@ HOST_KEY = "ssh_host_ed25519_key"
 HOST_PUB = "ssh_host_ed25519_key.pub"
 KNOWN_HOSTS = "known_hosts"
 TOKEN = "token"
+# Not key material: the id of the rotation that made these keys (keygen --rotation-id), so a replayed request
+# is recognised as done.
+ROTATION_ID = "rotation-id"
 KEY_FIELDS = (CLIENT_KEY, CLIENT_PUB, AUTHORIZED_KEYS, HOST_KEY, HOST_PUB, KNOWN_HOSTS)
 KEY_TYPE = "ssh-ed25519"
 
@@ -85,7 +88,8 @@ def build_secret_data(*, release: str, with_token: bool) -> dict[str, bytes]:
         KNOWN_HOSTS: known_hosts_line(host.public_openssh).encode(),
     }
     if with_token:
-        data[TOKEN] = (generate_token() + "\n").encode()
+        # no line end: clients and the server take the token verbatim
+        data[TOKEN] = generate_token().encode()
     return data
 
 

@@ -78,8 +78,6 @@ def build_plan(
     if launcher is Launcher.ARKOUDA:
         if _has_nl(command):
             raise UsageError("the command after `--` already has -nl: the bootstrap appends -nl from --num-locales")
-        if remote_path is None and os.path.isabs(command[0]):
-            remote_path = os.path.dirname(command[0])
         env.update(
             {
                 "GASNET_SSH_SERVERS": env["SSH_SERVERS"],

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from arkouda_bootstrap import config, discovery, keys, launch, ssh, sshd
-from arkouda_bootstrap.config import ServerSettings
+from arkouda_bootstrap import config, discovery, keys, launch, ssh, sshd, workdir
+from arkouda_bootstrap.config import Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.events import EventRecorder, Reason
 from arkouda_bootstrap.identity import Identity, ensure_identity
@@ -48,6 +48,12 @@ def prepare_server(
     ident = ensure_identity(state_dir=settings.state_dir)
     # a missing or malformed Secret fails now, not after waiting up to --timeout for the locales
     key_paths = sshd.install_keys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
+    work_dir = settings.work_dir if settings.launcher is Launcher.ARKOUDA else None
+    token = (
+        workdir.read_token(settings.secret_dir)
+        if work_dir is not None and workdir.wants_authentication(settings.command)
+        else None
+    )
     expected = settings.num_locales - 1
     pinned = keys.pinned_host_key(key_paths.known_hosts.read_text(encoding="utf-8"))
     policy = probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts)
@@ -112,10 +118,12 @@ def prepare_server(
         ssh_wrapper=client.wrapper,
         slots=settings.slots,
         omp_threads=settings.omp_threads,
-        remote_path=settings.remote_path,
+        remote_path=str(settings.work_dir) if settings.work_dir else None,
         extra_env=ident.env,
     )
     launch.write_files(plan)
+    if work_dir is not None:
+        workdir.prepare(work_dir, token=token)
     return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
 
 
