@@ -51,10 +51,11 @@ arkouda-locale.pullPolicy: locale.image.pullPolicy when set, else global.image.p
 {{- end -}}
 
 {{- /*
-arkouda-locale.sshPort: locale.sshPort when set, else global.sshPort.
+arkouda-locale.sshPort: global.sshPort (global only: the launcher reaches locale 0 and every locale pod on one
+port; the subchart schemas refuse a per-component sshPort).
 */}}
 {{- define "arkouda-locale.sshPort" -}}
-{{- if kindIs "invalid" .Values.sshPort }}{{ .Values.global.sshPort | int }}{{ else }}{{ .Values.sshPort | int }}{{ end -}}
+{{- .Values.global.sshPort | int -}}
 {{- end -}}
 
 {{- /*
