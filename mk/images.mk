@@ -51,7 +51,7 @@ test-images: venv images-build mpi-demo-host ## Test the images (runc: mpi hello
 	@$(PY) -m pytest -q -p no:cacheprovider --timeout=600 $(REPO_ROOT)/tests/images
 
 IMAGES_PY := docker/arkouda/standin/lib docker/arkouda/standin/bin/arkouda_server \
-	docker/arkouda/standin/bin/arkouda_server_real tests/images
+	docker/arkouda/standin/bin/arkouda_server_real docker/arkouda/standin/bin/arkouda_standin_server tests/images
 
 lint-images: venv ## Lint the Dockerfiles (hadolint), image scripts (shellcheck), stand-in + tests (ruff, mypy)
 	@$(VENV)/bin/hadolint --config $(REPO_ROOT)/docker/hadolint.yaml \

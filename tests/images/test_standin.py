@@ -1,6 +1,6 @@
 """The arkouda_server STAND-IN (a test double for Arkouda's launcher and server) on the host: argument and
 environment parsing as Chapel's launcher and GASNet's AMUDP ssh spawner do it, the spawn command line, a
-whole launch through a fake ssh, and the ZeroMQ wire protocol against real libzmq (pyzmq)."""
+whole launch through a fake ssh. The server side: test_standin_server.py."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import zmq
 
-from arkouda_standin import config, spawn, udp, zmtp
+from arkouda_standin import config, spawn, udp
 from arkouda_standin.config import UsageError
 
 HERE = Path(__file__).resolve().parent
@@ -220,47 +219,6 @@ def test_launch_reports_every_locale_in_host_order(
         assert c["options"][4:] == ["-F", "/dev/null"]
 
 
-def test_server_answers_the_current_and_the_2020_client_protocol(
-    launched: tuple[subprocess.Popen[str], int, list[str]],
-) -> None:
-    proc, port, _ = launched
-    ctx = zmq.Context()
-    try:
-        sock = ctx.socket(zmq.REQ)
-        sock.setsockopt(zmq.RCVTIMEO, 10000)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(f"tcp://127.0.0.1:{port}")
-        sock.send_string(
-            json.dumps({"user": "u", "token": None, "cmd": "connect", "format": "STRING", "args": "", "size": -1})
-        )
-        reply = json.loads(sock.recv_string())
-        assert reply["msgType"] == "NORMAL"
-        assert "connected to arkouda server" in reply["msg"]
-        sock.send_string(
-            json.dumps({"user": "u", "token": None, "cmd": "getconfig", "format": "STRING", "args": "", "size": -1})
-        )
-        conf = json.loads(json.loads(sock.recv_string())["msg"])
-        assert conf["numLocales"] == 2
-        assert [c["id"] for c in conf["LocaleConfigs"]] == [0, 1]
-        sock.send_string("getconfig")  # the 2020 client's bare string
-        assert json.loads(sock.recv_string())["numLocales"] == 2
-        sock.send_string("frobnicate")
-        assert sock.recv_string().startswith("Error: STAND-IN server does not implement")
-        sock.close()
-    finally:
-        ctx.term()
-    # The stand-in's own client (used where the arkouda package is not installed) and shutdown.
-    out = subprocess.run(
-        [sys.executable, "-m", "arkouda_standin.client", "127.0.0.1", str(port), "shutdown"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(STANDIN / "lib")},
-    )
-    assert "shutdown server (2 locales)" in out.stdout
-    assert proc.wait(timeout=15) == 0
-
-
 def test_a_lost_locale_ends_the_server_non_zero(launched: tuple[subprocess.Popen[str], int, list[str]]) -> None:
     proc, _, lines = launched
     report = json.loads(next(x for x in lines if x.startswith("STANDIN-LAUNCH-REPORT ")).split(" ", 1)[1])
@@ -284,29 +242,6 @@ def test_usage_error_exits_2(tmp_path: Path) -> None:
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "Only (1) machines available" in out
-
-
-# --- ZMTP against libzmq ------------------------------------------------------------------------------------
-
-
-def test_zmtp_client_talks_to_a_libzmq_rep_socket() -> None:
-    ctx = zmq.Context()
-    rep = ctx.socket(zmq.REP)
-    rep.setsockopt(zmq.LINGER, 0)
-    port = rep.bind_to_random_port("tcp://127.0.0.1")
-
-    def serve() -> None:
-        msg = rep.recv()
-        rep.send(b"echo:" + msg + b"x" * 300)  # > 255 bytes: the long-frame form
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    try:
-        assert zmtp.request("127.0.0.1", port, b"ping") == b"echo:ping" + b"x" * 300
-    finally:
-        t.join(5)
-        rep.close()
-        ctx.term()
 
 
 # --- the UDP check among locales ----------------------------------------------------------------------------

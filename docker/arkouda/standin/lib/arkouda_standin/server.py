@@ -1,14 +1,21 @@
-"""The stand-in's Arkouda server side: ZeroMQ REP on ``--ServerPort`` answering enough of Arkouda's client
-protocol for ``ak.connect()`` and ``ak.get_config()``.
+"""The stand-in's arkouda_server on locale 0: Arkouda v2025.01.13's server daemons (src/ServerDaemon.chpl) on
+pyzmq, started by the C launcher ``arkouda_server_real`` once the GASNet job is up.
 
-Two request forms are understood, matching the two generations of Arkouda's client:
-* JSON ``{"user", "token", "cmd", "format", "args", "size"}`` (current clients); the reply is JSON
-  ``{"msg", "msgType": "NORMAL"|"ERROR", "user"}``;
-* a bare string ``"<cmd> [args]"`` (clients up to 2020, e.g. PyPI's arkouda 2020.7.7); the reply is the bare
-  message, errors prefixed ``Error:``.
-Commands: ``connect``, ``getconfig`` (numLocales, LocaleConfigs, …), ``ruok`` (``imok``), ``getmemused``,
-``standinreport`` (the launch report as JSON; stand-in only), ``disconnect``, ``shutdown``. Anything else
-is answered with an error that says STAND-IN.
+* DEFAULT daemon: ZeroMQ REP on ``--ServerPort`` (default 5555). ``connect``, ``getconfig``,
+  ``getRegistrationConfig``, ``disconnect`` (with ``--autoShutdown=true``: shutdown), ``noop``, ``ruok``,
+  ``getmemused``, ``metrics``, ``shutdown`` (reply ``shutdown server (<n> req)``, exit 0), the stand-in's own
+  ``standinlocales`` (the GASNet locale table); anything else: Arkouda's ``Unrecognized command`` error, naming
+  the stand-in.
+* METRICS daemon (only with ``ServerDaemonType.METRICS`` in ``--ServerDaemon.daemonTypes``): ZeroMQ REP on
+  ``$METRICS_SERVER_PORT`` (default 5556): ``connect``, ``getconfig``, ``metrics`` (see ``metrics``).
+* Errors Arkouda does not catch in a daemon's loop (a wrong or missing token with ``--authenticate``, a request
+  that is not JSON, a bad metrics category, ``connect`` on the metrics socket with ``--authenticate``) get no
+  reply: they end that daemon; when no daemon is left the program halts with exit status 1, as Chapel's
+  coforall in ``main()`` does. With the METRICS daemon still running the process stays up and the client
+  port stops answering.
+
+Exit status: 0 after ``shutdown`` and after SIGTERM/SIGINT (the stand-in stops cleanly; a real Chapel program
+dies by the signal), 1 for a halt, 2 for bad arguments or environment.
 """
 
 from __future__ import annotations
@@ -16,146 +23,323 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
-import socketserver
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from types import FrameType
 
-from . import __version__, zmtp
+import zmq
+
+from . import startup
+from .metrics import MEMORY_USED, MetricsTables
+from .options import Locale, ServerOptions, UsageError, parse_args, parse_locales
+from .protocol import (
+    STANDIN_NOTE,
+    STANDIN_VERSION,
+    Request,
+    UncaughtError,
+    local_hostname,
+    parse_request,
+    registration_config,
+    reply,
+    server_config,
+)
 
 log = logging.getLogger(__name__)
 
+PROG = "arkouda_server STAND-IN"
+POLL_MS = 100
+# How long a reply sent just before the exit may still take to leave (shutdown's reply).
+LINGER_MS = 2000
 
-def physical_memory() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def build_config(report: dict[str, Any], *, port: int, authenticate: bool) -> dict[str, Any]:
-    locales = report["locales"]
-    return {
-        "standIn": True,
-        "arkoudaVersion": f"standin-{__version__}",
-        "chplVersion": "STAND-IN (no Chapel)",
-        "ZMQVersion": "ZMTP 3.0 (stand-in, stdlib)",
-        "HDF5Version": "none",
-        "ARROW_VERSION": "none",
-        "serverHostname": socket.gethostname(),
-        "ServerPort": port,
-        "numLocales": report["numLocales"],
-        "numPUs": locales[0].get("numPUs", 0),
-        "maxTaskPar": locales[0].get("numPUs", 0),
-        "physicalMemory": locales[0].get("physicalMemory", 0),
-        "distributionType": "STAND-IN",
-        "LocaleConfigs": [
-            {
-                "id": loc["locale"],
-                "name": loc["hostname"],
-                "ip": loc["ip"],
-                "numPUs": loc.get("numPUs", 0),
-                "maxTaskPar": loc.get("numPUs", 0),
-                "physicalMemory": loc.get("physicalMemory", 0),
-            }
-            for loc in locales
-        ],
-        "authenticate": authenticate,
-        "logLevel": "INFO",
-        "regexMaxCaptures": 20,
-        "byteorder": sys.byteorder,
-        "autoShutdown": False,
-        "serverInfoNoSplit": False,
-        "maxTransferBytes": 1 << 30,
-    }
+Handler = Callable[["zmq.Socket[bytes]", bytes], None]
 
 
 class StandInServer:
     def __init__(
         self,
         *,
-        port: int,
-        report: dict[str, Any],
-        env: dict[str, str],
-        authenticate: bool,
-        on_shutdown: Callable[[], None],
+        options: ServerOptions,
+        locales: list[Locale],
+        token: str,
+        hostname: str,
+        context: zmq.Context[zmq.Socket[bytes]],
     ) -> None:
-        self.port = port
-        self.report = report
-        self.config = build_config(report, port=port, authenticate=authenticate)
-        self.authenticate = authenticate
-        self.token = env.get("ARKOUDA_SERVER_TOKEN", "")
-        self.on_shutdown = on_shutdown
-        outer = self
+        self.options = options
+        self.locales = locales
+        self.token = token
+        self.hostname = hostname
+        self.config_json = json.dumps(server_config(options, locales, hostname=hostname))
+        self.tables = MetricsTables(options=options, locales=locales, hostname=hostname)
+        self.stop = threading.Event()
+        self.exit_code = 0
+        self.req_count = 0
+        self.rep_count = 0
+        self._lock = threading.Lock()
+        self._alive: set[str] = set()
+        self._threads: list[threading.Thread] = []
+        self.main_socket = self._bind(context, options.server_port)
+        self.metrics_socket = self._bind(context, options.metrics_port) if options.metrics_enabled else None
 
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                outer.serve_connection(self.request)
+    @staticmethod
+    def _bind(context: zmq.Context[zmq.Socket[bytes]], port: int) -> zmq.Socket[bytes]:
+        sock = context.socket(zmq.REP)
+        sock.setsockopt(zmq.LINGER, LINGER_MS)
+        sock.bind(f"tcp://*:{port}")
+        return sock
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        socketserver.ThreadingTCPServer.daemon_threads = True
-        self._tcp = socketserver.ThreadingTCPServer(("0.0.0.0", port), Handler)  # noqa: S104 - a server
+    # --- lifecycle --------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        threading.Thread(target=self._tcp.serve_forever, name="zmq-rep", daemon=True).start()
+        daemons: list[tuple[str, zmq.Socket[bytes], Handler]] = [("DEFAULT", self.main_socket, self._handle_main)]
+        if self.metrics_socket is not None:
+            daemons.append(("METRICS", self.metrics_socket, self._handle_metrics))
+        for name, sock, handler in daemons:
+            self._alive.add(name)
+            thread = threading.Thread(target=self._serve, args=(name, sock, handler), name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
-    def stop(self) -> None:
-        self._tcp.shutdown()
-        self._tcp.server_close()
+    def finish(self, code: int) -> None:
+        with self._lock:
+            if not self.stop.is_set():
+                self.exit_code = code
+                self.stop.set()
 
-    def serve_connection(self, sock: socket.socket) -> None:
-        conn = zmtp.Connection(sock, socket_type="REP")
-        try:
-            conn.handshake()
-            while True:
-                envelope, body = zmtp.split_envelope(conn.recv_multipart())
-                reply, after = self.handle(b"".join(body))
-                conn.send_multipart([*envelope, reply])
-                if after is not None:
-                    after()
-        except (zmtp.ZmtpError, OSError) as exc:
-            log.debug("connection ended: %s", exc)
+    def close(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.main_socket.close()
+        if self.metrics_socket is not None:
+            self.metrics_socket.close()
 
-    def handle(self, raw: bytes) -> tuple[bytes, Callable[[], None] | None]:
-        """One request → (reply bytes, action to run after the reply was sent)."""
-        text = raw.decode("utf-8", "replace")
-        as_json = text.lstrip().startswith("{")
-        user, token = "", ""
-        if as_json:
+    def _serve(self, name: str, sock: zmq.Socket[bytes], handler: Handler) -> None:
+        while not self.stop.is_set():
+            if not sock.poll(POLL_MS):
+                continue
+            raw = sock.recv()
+            while sock.getsockopt(zmq.RCVMORE):
+                sock.recv()  # a BINARY request's payload frame; the stand-in stores nothing
             try:
-                req = json.loads(text)
-                cmd, user, token = str(req.get("cmd", "")), str(req.get("user", "")), str(req.get("token") or "")
-            except ValueError:
-                cmd = ""
-        else:
-            cmd = text.split(" ", 1)[0].strip()
-        ok, msg, after = self.dispatch(cmd, token=token)
-        if as_json:
-            return json.dumps({"msg": msg, "msgType": "NORMAL" if ok else "ERROR", "user": user}).encode(), after
-        return (msg if ok else f"Error: {msg}").encode(), after
+                handler(sock, raw)
+            except UncaughtError as exc:
+                self._daemon_died(name, str(exc))
+                return
 
-    def dispatch(self, cmd: str, *, token: str) -> tuple[bool, str, Callable[[], None] | None]:
-        if self.authenticate and token != self.token:
-            return False, "Incorrect token (STAND-IN checks ARKOUDA_SERVER_TOKEN)", None
-        where = f"tcp://*:{self.port}"
-        if cmd == "connect":
-            return True, f"connected to arkouda server {where} (STAND-IN)", None
-        if cmd == "getconfig":
-            return True, json.dumps(self.config), None
-        if cmd == "ruok":
-            return True, "imok", None
-        if cmd == "getmemused":
-            return True, "0", None
-        if cmd == "standinreport":
-            return True, json.dumps(self.report), None
-        if cmd == "disconnect":
-            return True, f"disconnected from arkouda server {where}", None
-        if cmd == "shutdown":
-            return True, f"shutdown server ({self.config['numLocales']} locales) (STAND-IN)", self.on_shutdown
-        return False, f"STAND-IN server does not implement command {cmd!r} (pid {os.getpid()})", None
+    def _daemon_died(self, name: str, message: str) -> None:
+        with self._lock:
+            self._alive.discard(name)
+            left = sorted(self._alive)
+        if left:
+            log.error(
+                "uncaught %s -- Arkouda v2025.01.13 does not catch this error: its %s daemon ends without "
+                "replying (port %d no longer answers) while the %s daemon keeps running",
+                message,
+                name,
+                self.options.server_port if name == "DEFAULT" else self.options.metrics_port,
+                " and ".join(left),
+            )
+            return
+        print(f"{PROG}: error: uncaught {message} (Arkouda v2025.01.13 halts here)", file=sys.stderr, flush=True)
+        self.finish(1)
+
+    # --- the DEFAULT daemon -----------------------------------------------------------------------------
+
+    def _authenticate(self, token: str) -> None:
+        # ServerDaemon.authenticateUser throws outside any try: the server never replies to this request.
+        if token in ("", "None"):
+            raise UncaughtError("ErrorWithMsg: Error: access to arkouda requires a token")
+        if token != self.token:
+            raise UncaughtError(
+                f"ErrorWithMsg: Error: token {token} does not match server token, check with server owner"
+            )
+
+    def _handle_main(self, sock: zmq.Socket[bytes], raw: bytes) -> None:
+        self.req_count += 1
+        start = time.monotonic()
+        req = parse_request(raw)
+        if self.options.authenticate:
+            self._authenticate(req.token)
+        if self.options.trace:
+            log.info(">>> %r %r", req.cmd, req.args)
+        if req.cmd == "shutdown" or (req.cmd == "disconnect" and self.options.auto_shutdown):
+            self._shutdown(sock, req.user, start)
+            return
+        msg, msg_type = self._dispatch(req)
+        self.rep_count += 1
+        sock.send(reply(msg, msg_type=msg_type, user=req.user))
+        elapsed = time.monotonic() - start
+        if self.options.trace:
+            if msg_type == "ERROR":
+                log.error("<<< %s resulted in error %s in %.6f sec", req.cmd, msg, elapsed)
+            else:
+                log.info("<<< %s took %.6f sec", req.cmd, elapsed)
+        if self.options.trace and self.options.mem_track:
+            mem_used = MEMORY_USED * len(self.locales)
+            log.info("bytes of memory %d used after %s command", mem_used, req.cmd)
+            if self.options.metrics_enabled:
+                self.tables.record(user=req.user, cmd=req.cmd, elapsed=elapsed, mem_used=mem_used)
+
+    def _shutdown(self, sock: zmq.Socket[bytes], user: str, start: float) -> None:
+        self.rep_count += 1
+        # requestShutdown serializes through MsgTuple.init, which drops the user: the reply's user is "".
+        sock.send(reply(f"shutdown server ({self.rep_count} req)"))
+        if self.options.trace:
+            log.info("<<< shutdown initiated by %s took %.6f sec", user, time.monotonic() - start)
+        self.finish(0)
+
+    def _dispatch(self, req: Request) -> tuple[str, str]:
+        port = self.options.server_port
+        if req.cmd == "connect":
+            if self.options.authenticate:
+                return f"connected to arkouda server tcp://*:{port} as user {req.user} with token {req.token}", "NORMAL"
+            return f"connected to arkouda server tcp://*:{port}", "NORMAL"
+        if req.cmd == "disconnect":
+            return f"disconnected from arkouda server tcp://*:{port}", "NORMAL"
+        if req.cmd == "noop":
+            return "noop", "NORMAL"
+        if req.cmd == "ruok":
+            return "imok", "NORMAL"
+        if req.cmd == "getconfig":
+            return self.config_json, "NORMAL"
+        if req.cmd == "getRegistrationConfig":
+            return registration_config(), "NORMAL"
+        if req.cmd == "getmemused":
+            missing = [k for k in ("factor", "as_percent") if k not in req.params]
+            if missing:
+                return f"Error executing command: Key {missing[0]} not found in MessageArgs", "ERROR"
+            return str(MEMORY_USED), "NORMAL"
+        if req.cmd == "metrics":
+            # MetricsMsg registers "metrics" in the command map, so the client port answers it too.
+            try:
+                return self.tables.answer(req.params), "NORMAL"
+            except UncaughtError as exc:
+                return f"Error executing command: {exc}", "ERROR"
+        if req.cmd == "standinlocales":
+            return json.dumps({"standIn": STANDIN_NOTE, "locales": self.locale_table()}), "NORMAL"
+        return (
+            f"Unrecognized command: {req.cmd} (STAND-IN arkouda_server: a test double that answers only connect, "
+            "getconfig, getRegistrationConfig, disconnect, noop, ruok, getmemused, metrics, standinlocales, "
+            "shutdown)",
+            "ERROR",
+        )
+
+    def locale_table(self) -> list[dict[str, object]]:
+        return [
+            {
+                "id": loc.id,
+                "name": loc.name,
+                "pid": loc.pid,
+                "uid": loc.uid,
+                "numPUs": loc.num_pus,
+                "physicalMemory": loc.physical_memory,
+            }
+            for loc in self.locales
+        ]
+
+    # --- the METRICS daemon -----------------------------------------------------------------------------
+
+    def _handle_metrics(self, sock: zmq.Socket[bytes], raw: bytes) -> None:
+        req = parse_request(raw)
+        port = self.options.metrics_port
+        msg = ""  # MetricsServerDaemon's select has no otherwise: other commands get an empty NORMAL reply
+        if req.cmd == "metrics":
+            msg = self.tables.answer(req.params)
+        elif req.cmd == "connect":
+            if self.options.authenticate:
+                # "... as user " + "%s with token %s".format(port, user, token): three arguments for two
+                # specifiers, so format() throws (the main daemon had the same bug, fixed in Arkouda PR #717).
+                raise UncaughtError(
+                    "IllegalArgumentError: too many arguments for format() in the metrics connect reply"
+                )
+            msg = f"connected to arkouda metrics server tcp://*:{port}"
+        elif req.cmd == "getconfig":
+            msg = self.config_json
+        # The metrics daemon neither checks the token nor keeps the user in its replies.
+        sock.send(reply(msg))
+
+
+# --- the program ----------------------------------------------------------------------------------------
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        stream=sys.stdout,
+        level={"WARN": logging.WARNING}.get(level, getattr(logging, level, logging.INFO)),
+        format=f"%(asctime)s {PROG} [%(threadName)s] %(levelname)s %(message)s",
+    )
+
+
+def main(argv: list[str], env: dict[str, str], *, cwd: Path | None = None) -> int:
+    """argv: the Arkouda program arguments (without the program name)."""
+    try:
+        options = parse_args(argv, env)
+        locales = parse_locales(env)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging(options.log_level)
+    here = cwd or Path.cwd()
+    hostname = local_hostname()
+    try:
+        arkouda_dir = startup.init_arkouda_directory(here)
+        token, source = startup.arkouda_token(arkouda_dir, env) if options.authenticate else ("", "")
+    except startup.HaltError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    if options.authenticate:
+        log.info("token from %s", source)
+
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        server = StandInServer(options=options, locales=locales, token=token, hostname=hostname, context=context)
+    except zmq.ZMQError as exc:
+        print(f"{PROG}: error: cannot bind a port ({exc}); --ServerPort and METRICS_SERVER_PORT", file=sys.stderr)
+        context.term()
+        return 1
+
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        # No printing or logging here: a signal landing inside a print would raise "reentrant call".
+        received.append(signum)
+        server.finish(0)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    url = startup.connect_url(hostname, options.server_port, token)
+    startup.write_connection_info(options, hostname=hostname, url=url)
+    print(f"arkouda_server {STANDIN_NOTE}; {len(locales)} locales from the GASNet job", flush=True)
+    if options.server_info_no_splash:
+        print(server.config_json, flush=True)
+    else:
+        lines = startup.splash(
+            url=url,
+            version=STANDIN_VERSION,
+            chpl_version=" STAND-IN (no Chapel)",
+            mem_track=options.mem_track,
+            mem_limit=options.mem_max or locales[0].physical_memory * 90 // 100,
+            mem_used=MEMORY_USED,
+        )
+        print("\n".join(lines), flush=True)
+    if options.metrics_enabled:
+        log.info("metrics daemon listening on tcp://*:%d", options.metrics_port)
+    server.start()
+    while not server.stop.wait(1.0):
+        pass
+    if received:
+        log.info("%s received: stopped", signal.Signals(received[0]).name)
+    server.close()
+    context.term()
+    if server.exit_code == 0:  # a halt leaves the file behind, as Chapel's halt does
+        startup.remove_connection_info(options)
+    log.info("requests = %d responseCount = %d", server.req_count, server.rep_count)
+    return server.exit_code
+
+
+def run() -> None:
+    sys.exit(main(sys.argv[1:], dict(os.environ)))
