@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from arkouda_bootstrap import __version__, config
 from arkouda_bootstrap.config import (
+    ExporterSettings,
     KeygenSettings,
     Launcher,
     LocaleSettings,
@@ -120,11 +121,43 @@ PROBE = [
     Opt("host", "--host", "ARKOUDA_PROBE_HOST", "host to connect to", "127.0.0.1"),
     Opt("timeout", "--timeout", "ARKOUDA_PROBE_TIMEOUT", "connect timeout (s)", "1"),
 ]
+EXPORTER = [
+    Opt("metrics_host", "--metrics-host", "ARKOUDA_METRICS_HOST", "host of Arkouda's metrics socket", "127.0.0.1"),
+    Opt(
+        "metrics_port",
+        "--metrics-port",
+        "METRICS_SERVER_PORT",
+        "port of Arkouda's metrics socket (ZeroMQ)",
+        str(config.DEFAULT_METRICS_PORT),
+    ),
+    Opt(
+        "listen_host",
+        "--listen-host",
+        "ARKOUDA_EXPORTER_HOST",
+        "address of the HTTP server",
+        config.DEFAULT_EXPORTER_HOST,
+    ),
+    Opt(
+        "listen_port",
+        "--listen-port",
+        "ARKOUDA_EXPORTER_PORT",
+        "port of HTTP /metrics",
+        str(config.DEFAULT_EXPORTER_PORT),
+    ),
+    Opt(
+        "timeout",
+        "--timeout",
+        "ARKOUDA_EXPORTER_TIMEOUT",
+        "seconds one poll of the metrics socket may take",
+        f"{config.DEFAULT_EXPORTER_TIMEOUT:g}",
+    ),
+]
 SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
     "keygen": ("create/validate/rotate/delete the release's SSH Secret (Helm hook)", KEYGEN),
     "locale": ("prepare and exec the unprivileged sshd (locale pods, server pod's sshd container)", LOCALE),
     "server": ("wait for locales, probe them over ssh, launch and supervise the command after --", SERVER),
     "probe": ("exit 0 when a TCP connect succeeds (readiness probes)", PROBE),
+    "exporter": ("serve Arkouda's metrics socket as Prometheus /metrics (the server pod's metrics sidecar)", EXPORTER),
 }
 
 
@@ -133,6 +166,8 @@ EPILOGS = {
     "arkouda-bootstrap server -- /opt/arkouda/bin/arkouda_server --ServerPort=5555",
     "keygen": "Exits 0 when the Secret was created or already valid; an invalid Secret is an error naming the field.",
     "locale": "Ends by exec'ing `sshd -D -e`; sshd logs to stderr.",
+    "exporter": "Polls the socket at every scrape and serves until SIGTERM; a failed poll is logged and reported "
+    "as arkouda_exporter_last_poll_ok 0.",
 }
 
 
@@ -145,7 +180,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Entrypoint of the Arkouda-on-Kubernetes images.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="subcommand", metavar="{keygen,locale,server,probe}", parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="subcommand", metavar="{keygen,locale,server,probe,exporter}", parser_class=_Parser
+    )
     for name, (text, opts) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=text, description=text, epilog=EPILOGS.get(name))
         for opt in [*COMMON, *opts]:
@@ -290,6 +327,17 @@ def probe_settings(v: Values) -> ProbeSettings:
     )
 
 
+def exporter_settings(v: Values) -> ExporterSettings:
+    t = v.opt("timeout")
+    return ExporterSettings(
+        metrics_host=v.required("metrics_host"),
+        metrics_port=v.port("metrics_port"),
+        listen_host=v.required("listen_host"),
+        listen_port=v.port("listen_port"),
+        timeout=config.parse_float(v.required("timeout"), flag=t.flag, env=t.env),
+    )
+
+
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """Everything after the first `--` is the command to launch, never parsed as our flags."""
     args = list(argv)
@@ -321,7 +369,7 @@ def dispatch(
     parser = build_parser()
     ns = parser.parse_args(own)
     if ns.subcommand is None:
-        raise UsageError(f"{PROG}: choose a subcommand: keygen, locale, server or probe (see --help)")
+        raise UsageError(f"{PROG}: choose a subcommand: keygen, locale, server, probe or exporter (see --help)")
     opts = [*COMMON, *SUBCOMMANDS[ns.subcommand][1]]
     values = Values(ns, opts, environ)
     setup_logging(values.required("log_level"))
@@ -332,6 +380,10 @@ def dispatch(
         from arkouda_bootstrap.probe import tcp_probe
 
         return 0 if tcp_probe(probe_settings(values)) else EXIT_FAILURE
+    if ns.subcommand == "exporter":
+        from arkouda_bootstrap.exporter import run_exporter
+
+        return run_exporter(exporter_settings(values))
     if ns.subcommand == "locale":
         from arkouda_bootstrap.locale import run_locale
 

@@ -31,6 +31,11 @@ DEFAULT_PROBE_ATTEMPTS = 8
 # (with the kubelet's back-off); a program that ran RELAUNCH_RESET_SECONDS starts a fresh count.
 DEFAULT_MAX_RELAUNCHES = 5
 RELAUNCH_RESET_SECONDS = 600.0
+# The exporter: Arkouda's metrics socket (its default METRICS_SERVER_PORT) and the HTTP port of /metrics.
+DEFAULT_METRICS_PORT = 5556
+DEFAULT_EXPORTER_PORT = 9556
+DEFAULT_EXPORTER_TIMEOUT = 5.0
+DEFAULT_EXPORTER_HOST = "0.0.0.0"  # noqa: S104 - Prometheus scrapes the pod IP
 
 _ALGO_LIST = re.compile(r"^[+\-^]?[A-Za-z0-9@.\-]+(,[A-Za-z0-9@.\-]+)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -91,6 +96,15 @@ class ServerSettings:
     connect_timeout: int = DEFAULT_CONNECT_TIMEOUT
     probe_attempts: int = DEFAULT_PROBE_ATTEMPTS
     max_relaunches: int = DEFAULT_MAX_RELAUNCHES
+
+
+@dataclass(frozen=True)
+class ExporterSettings:
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = DEFAULT_METRICS_PORT
+    listen_host: str = DEFAULT_EXPORTER_HOST
+    listen_port: int = DEFAULT_EXPORTER_PORT
+    timeout: float = DEFAULT_EXPORTER_TIMEOUT
 
 
 @dataclass(frozen=True)
