@@ -27,8 +27,28 @@ def test_reasons_and_types() -> None:
         ("LocaleLost", "Warning"),
         ("Relaunching", "Normal"),
         ("WaitTimeout", "Warning"),
+        ("SecretInvalid", "Warning"),
+        ("RbacMissing", "Warning"),
+        ("WorkDirUnusable", "Warning"),
     ]
     assert all(e.pod == POD for e in api.created_events)
+
+
+def test_on_error_turns_a_refusal_into_an_event_and_reraises() -> None:
+    api = FakeKube()
+    rec = EventRecorder(api, POD)
+    with pytest.raises(BootstrapError, match="field known_hosts"), rec.on_error(Reason.SECRET_INVALID):
+        raise BootstrapError("SSH Secret mounted at /etc/arkouda/ssh: field known_hosts: missing or empty")
+    with (
+        pytest.raises(BootstrapError, match="timed out"),
+        rec.on_error(Reason.RBAC_MISSING, when=lambda exc: "missing RBAC" in str(exc)),
+    ):
+        raise BootstrapError("timed out")  # not an RBAC refusal: no RbacMissing Event
+    with rec.on_error(Reason.SECRET_INVALID):
+        pass
+    assert [(e.reason, e.type, e.message) for e in api.created_events] == [
+        ("SecretInvalid", "Warning", "SSH Secret mounted at /etc/arkouda/ssh: field known_hosts: missing or empty")
+    ]
 
 
 def test_failed_event_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from arkouda_bootstrap import cli, keys
+from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.identity import find_nss_wrapper
 from arkouda_bootstrap.kube import PodCondition
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
@@ -238,7 +239,7 @@ def test_server_refuses_a_work_dir_it_cannot_write(
     readonly = shared_dir / "readonly-work"
     readonly.mkdir()
     readonly.chmod(0o555)
-    code, log, _ = run_server_as(
+    code, log, events = run_server_as(
         uid=test_user.pw_uid,
         gid=test_user.pw_gid,
         api=fake_cluster(),
@@ -249,6 +250,7 @@ def test_server_refuses_a_work_dir_it_cannot_write(
     )
     assert code == 1, log
     assert f"working directory {readonly} (--work-dir, ARKOUDA_WORK_DIR) is not writable by uid" in log
+    assert [e["reason"] for e in events] == ["LocalesReady", "WorkDirUnusable"]
     assert not (shared_dir / "out" / "ran").exists()  # nothing was launched
 
 
@@ -380,7 +382,7 @@ def test_server_fails_fast_on_a_broken_secret(
     del broken[keys.AUTHORIZED_KEYS]
     secret_dir = write_secret_dir(shared_dir / "broken-secret", broken)
     api = FakeKube()  # no locale pods at all: a wait would time out; the Secret error must come first
-    code, log, _ = run_server_as(
+    code, log, events = run_server_as(
         uid=test_user.pw_uid,
         gid=test_user.pw_gid,
         api=api,
@@ -394,6 +396,22 @@ def test_server_fails_fast_on_a_broken_secret(
     )
     # (api.calls lives in the forked child; its progress lines would show a wait had started)
     assert "locales ready" not in log
+    # `kubectl describe pod` tells the same, with a reason to search for
+    assert [(e["reason"], e["type"]) for e in events] == [("SecretInvalid", "Warning")]
+    assert "field authorized_keys: missing or empty" in events[0]["message"]
+
+
+def test_server_names_missing_rbac_in_an_event(
+    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+) -> None:
+    secret_dir, port = cluster
+    api = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
+    code, log, events = run_server_as(
+        uid=test_user.pw_uid, gid=test_user.pw_gid, api=api, base=shared_dir, secret_dir=secret_dir, port=port
+    )
+    assert code == 1, log
+    assert "arkouda-bootstrap: error: missing RBAC: list pods in namespace ns" in log
+    assert [(e["reason"], e["message"]) for e in events] == [("RbacMissing", "missing RBAC: list pods in namespace ns")]
 
 
 def test_server_wait_timeout_lists_what_is_missing(

@@ -1,14 +1,18 @@
 """Kubernetes Events on the server pod, so `kubectl describe pod` tells the story.
 
-Reasons (docs/interfaces.md): LocalesReady, ProbeFailed, Launched, LocaleLost, Relaunching, WaitTimeout.
-Failing to emit an Event is logged, never fatal.
+Reasons (docs/interfaces.md): LocalesReady, ProbeFailed, Launched, LocaleLost, Relaunching, WaitTimeout, and for
+every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable. Failing to emit an Event is logged,
+never fatal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 
+from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube import KubeApi, PodRef
 
 log = logging.getLogger(__name__)
@@ -21,9 +25,21 @@ class Reason(StrEnum):
     LOCALE_LOST = "LocaleLost"
     RELAUNCHING = "Relaunching"
     WAIT_TIMEOUT = "WaitTimeout"
+    SECRET_INVALID = "SecretInvalid"
+    RBAC_MISSING = "RbacMissing"
+    WORK_DIR_UNUSABLE = "WorkDirUnusable"
 
 
-WARNINGS = frozenset({Reason.PROBE_FAILED, Reason.LOCALE_LOST, Reason.WAIT_TIMEOUT})
+WARNINGS = frozenset(
+    {
+        Reason.PROBE_FAILED,
+        Reason.LOCALE_LOST,
+        Reason.WAIT_TIMEOUT,
+        Reason.SECRET_INVALID,
+        Reason.RBAC_MISSING,
+        Reason.WORK_DIR_UNUSABLE,
+    }
+)
 
 
 class EventRecorder:
@@ -44,3 +60,13 @@ class EventRecorder:
             )
         except Exception as exc:  # noqa: BLE001 - an Event is a nicety; never let it fail the launch
             log.warning("could not emit event %s on pod %s: %s", reason.value, self._pod.name, exc)
+
+    @contextlib.contextmanager
+    def on_error(self, reason: Reason, *, when: Callable[[BootstrapError], bool] = lambda _exc: True) -> Iterator[None]:
+        """Emit `reason` with the error's one line when the block refuses with a BootstrapError, then re-raise."""
+        try:
+            yield
+        except BootstrapError as exc:
+            if when(exc):
+                self.emit(reason, str(exc))
+            raise

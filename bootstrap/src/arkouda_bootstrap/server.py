@@ -46,14 +46,15 @@ def prepare_server(
     probe_policy: ssh.RetryPolicy | None = None,
 ) -> Prepared:
     ident = ensure_identity(state_dir=settings.state_dir)
-    # a missing or malformed Secret fails now, not after waiting up to --timeout for the locales
-    key_paths = sshd.install_keys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
     work_dir = settings.work_dir if settings.launcher is Launcher.ARKOUDA else None
-    token = (
-        workdir.read_token(settings.secret_dir)
-        if work_dir is not None and workdir.wants_authentication(settings.command)
-        else None
-    )
+    # a missing or malformed Secret fails now, not after waiting up to --timeout for the locales
+    with recorder.on_error(Reason.SECRET_INVALID):
+        key_paths = sshd.install_keys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
+        token = (
+            workdir.read_token(settings.secret_dir)
+            if work_dir is not None and workdir.wants_authentication(settings.command)
+            else None
+        )
     expected = settings.num_locales - 1
     pinned = keys.pinned_host_key(key_paths.known_hosts.read_text(encoding="utf-8"))
     policy = probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts)
@@ -69,18 +70,19 @@ def prepare_server(
     own = ssh.Host(address=settings.pod_ip, pod=settings.pod_name)
     with ssh.IncrementalProbe(probe, max_workers=min(ssh.MAX_PROBE_THREADS, settings.num_locales)) as prober:
         # Each locale is probed as soon as it is seen Ready, so when the last one turns Ready only its own
-        # probe stands between it and the launch (issue 6: launch latency).
+        # probe stands between it and the launch.
         prober.submit(own)
         try:
-            locales = discovery.wait_for_locales(
-                api,
-                namespace=settings.namespace,
-                selector=settings.selector,
-                expected=expected,
-                timeout=settings.timeout,
-                report=report,
-                on_ready=lambda pod: prober.submit(_host(pod)),
-            )
+            with recorder.on_error(Reason.RBAC_MISSING, when=lambda exc: "missing RBAC" in str(exc)):
+                locales = discovery.wait_for_locales(
+                    api,
+                    namespace=settings.namespace,
+                    selector=settings.selector,
+                    expected=expected,
+                    timeout=settings.timeout,
+                    report=report,
+                    on_ready=lambda pod: prober.submit(_host(pod)),
+                )
         except discovery.WaitTimeoutError as exc:
             recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
             raise
@@ -123,7 +125,8 @@ def prepare_server(
     )
     launch.write_files(plan)
     if work_dir is not None:
-        workdir.prepare(work_dir, token=token)
+        with recorder.on_error(Reason.WORK_DIR_UNUSABLE):
+            workdir.prepare(work_dir, token=token)
     return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
 
 
