@@ -80,6 +80,9 @@ def test_a_rotation_happens_once_per_id() -> None:
     assert rotated[keys.HOST_KEY] != first[keys.HOST_KEY]
     assert rotated[keys.TOKEN] != first[keys.TOKEN]  # the token rotates with the keys
     assert rotated[keys.ROTATION_ID] == b"2026-12-01"
+    # the old host key is remembered, so a locale that still serves it is recognised as not yet rolled
+    old_host = keys.parse_public_key(first[keys.HOST_PUB].decode(), what="old")
+    assert keys.retired_host_keys(rotated[keys.RETIRED_HOST_KEYS].decode()) == [old_host]
     # `helm upgrade --reuse-values` replays the same id: nothing changes, however often
     for _ in range(2):
         assert run_keygen(api, rotate) == (

@@ -76,3 +76,18 @@ def test_token_required_only_when_asked() -> None:
     keys.validate_secret_data(data, source="s")
     with pytest.raises(BootstrapError, match="field token: missing or empty"):
         keys.validate_secret_data(data, source="s", require_token=True)
+
+
+def test_retired_host_keys_newest_first_and_bounded() -> None:
+    existing: dict[str, bytes] = {}
+    hosts = []
+    for i in range(keys.MAX_RETIRED_HOST_KEYS + 2):
+        data = keys.build_secret_data(release=f"r{i}", with_token=False)
+        hosts.append(keys.parse_public_key(data[keys.HOST_PUB].decode(), what="h"))
+        if existing:
+            data[keys.RETIRED_HOST_KEYS] = keys.retire_host_key(existing)
+        existing = data
+    retired = keys.retired_host_keys(existing[keys.RETIRED_HOST_KEYS].decode())
+    assert retired == list(reversed(hosts[:-1]))[: keys.MAX_RETIRED_HOST_KEYS]
+    assert hosts[-1] not in retired  # the current key is never "retired"
+    assert keys.retired_host_keys("garbage\nssh-rsa AAAA\n") == []

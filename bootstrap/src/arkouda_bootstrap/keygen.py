@@ -52,6 +52,7 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
         return f"created {where}"
     if not settings.with_token and keys.TOKEN in existing:
         data[keys.TOKEN] = existing[keys.TOKEN]  # rotation replaces keys; a token is only added, never dropped
+    data[keys.RETIRED_HOST_KEYS] = keys.retire_host_key(existing)
     api.replace_secret(namespace=ns, name=name, data=data, labels=labels)
     return (
         f"rotated {where} (rotation {rotation}: new client and host keys{', new token' if settings.with_token else ''})"

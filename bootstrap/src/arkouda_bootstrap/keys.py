@@ -31,6 +31,10 @@ TOKEN = "token"
 # Not key material: the id of the rotation that made these keys (keygen --rotation-id), so a replayed request
 # is recognised as done.
 ROTATION_ID = "rotation-id"
+# Public host keys this release had before its rotations, newest first: a locale pod that still serves one of them
+# has not rolled onto the new keys yet, which the probe tells apart from a key the release never had.
+RETIRED_HOST_KEYS = "retired_host_keys"
+MAX_RETIRED_HOST_KEYS = 4
 KEY_FIELDS = (CLIENT_KEY, CLIENT_PUB, AUTHORIZED_KEYS, HOST_KEY, HOST_PUB, KNOWN_HOSTS)
 KEY_TYPE = "ssh-ed25519"
 
@@ -91,6 +95,31 @@ def build_secret_data(*, release: str, with_token: bool) -> dict[str, bytes]:
         # no line end: clients and the server take the token verbatim
         data[TOKEN] = generate_token().encode()
     return data
+
+
+def retire_host_key(existing: Mapping[str, bytes]) -> bytes:
+    """The retired_host_keys field after a rotation: the current host key first, then the older ones (bounded)."""
+    lines: list[str] = []
+    for field in (HOST_PUB, RETIRED_HOST_KEYS):
+        for raw in existing.get(field, b"").decode("utf-8", errors="replace").splitlines():
+            try:
+                line = parse_public_key(raw, what=field).line()
+            except ValueError:
+                continue
+            if line not in lines:
+                lines.append(line)
+    return "".join(f"{line}\n" for line in lines[:MAX_RETIRED_HOST_KEYS]).encode()
+
+
+def retired_host_keys(text: str) -> list[PublicKey]:
+    """Parse a retired_host_keys field (one `ssh-ed25519 AAAA…` per line; unparsable lines are skipped)."""
+    keys: list[PublicKey] = []
+    for raw in text.splitlines():
+        try:
+            keys.append(parse_public_key(raw, what=RETIRED_HOST_KEYS))
+        except ValueError:
+            continue
+    return keys
 
 
 def parse_public_key(text: str, *, what: str) -> PublicKey:
