@@ -59,7 +59,14 @@ $(HELM_TOOLS_DIR)/.done:
 
 CHART_UNITTEST_FLAGS ?=
 
+# The helm test scripts run in the arkouda image (python3, and the stand-in's replay client there): the images'
+# ruff settings, mypy --strict with the stand-in on the path; their tests are tests/images/test_helm_test_scripts.py.
+CHART_PY := $(CHART_DIR)/files
+
 lint-charts: venv ## helm lint --strict, helm template and Pod Security "restricted" (psscheck) for the defaults and every values/*.yaml
+	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config docker/ruff.toml $(CHART_PY) && \
+	  $(VENV)/bin/ruff format --check --config docker/ruff.toml $(CHART_PY) && \
+	  MYPYPATH=docker/arkouda/standin/lib $(VENV)/bin/mypy --strict --python-version 3.11 --no-incremental $(CHART_PY)
 	@$(REPO_ROOT)/hack/tools/lint-charts.sh $(CHART_DIR) $(CHART_VALUES)
 	@$(PY) $(REPO_ROOT)/hack/tools/chart-docs.py --check $(CHART_DIR) && echo "lint-charts: ok   README values reference up to date"
 
