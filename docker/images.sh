@@ -3,6 +3,8 @@
 #
 #   images.sh base                 local Debian base image from debootstrap (docker/base/build-base.sh)
 #   images.sh wheel                the bootstrap wheel into $IMAGES_WHEEL_DIR (rebuilt when bootstrap/ changes)
+#   images.sh gasnet               GASNet-EX udp conduit + amudprun ("gasnet" stage of docker/arkouda/Dockerfile)
+#                                  as $IMAGE_PREFIX/gasnet-udp:$GASNET_VERSION, from the checked GASNET_ARCHIVE
 #   images.sh build NAME           NAME = arkouda | mpi: buildah bud of docker/NAME/Dockerfile
 #   images.sh archive NAME         docker-archive of the image under $CACHE_DIR/images/ for `ctr images import`
 #
@@ -12,7 +14,10 @@
 #
 # Environment (exported by the Makefile from hack/versions.env): REPO_ROOT, CACHE_DIR, IMAGE_PREFIX,
 # IMAGE_TAG, DEBIAN_SUITE; optional: IMAGE_BASE (default $IMAGE_PREFIX/debian-base:$DEBIAN_SUITE),
-# ARKOUDA_SERVER_STAGE (default standin), DEBIAN_MIRROR, EXTRA_BUILD_ARGS (word-split into buildah bud).
+# ARKOUDA_SERVER_STAGE (default standin), DEBIAN_MIRROR, EXTRA_BUILD_ARGS (word-split into buildah bud),
+# GASNET_ARCHIVE (path or http(s) URL of the GASNet-EX release archive; default
+# $REPO_ROOT/../shared/vendor/gasnet/GASNet-$GASNET_VERSION.tar.gz); GASNET_VERSION and GASNET_SHA256 default to
+# hack/versions.env.
 set -euo pipefail
 
 : "${REPO_ROOT:?}" "${CACHE_DIR:?}" "${IMAGE_PREFIX:?}" "${IMAGE_TAG:?}" "${DEBIAN_SUITE:?}"
@@ -21,6 +26,12 @@ IMAGES_WHEEL_DIR=${IMAGES_WHEEL_DIR:-$REPO_ROOT/_out/images/wheels}
 ARKOUDA_SERVER_STAGE=${ARKOUDA_SERVER_STAGE:-standin}
 ARCHIVE_DIR=$CACHE_DIR/images
 LABEL=io.arkouda-k8s.inputs
+pinned() { sed -n "s/^$1=//p" "$REPO_ROOT/hack/versions.env"; }
+GASNET_VERSION=${GASNET_VERSION:-$(pinned GASNET_VERSION)}
+GASNET_SHA256=${GASNET_SHA256:-$(pinned GASNET_SHA256)}
+GASNET_ARCHIVE=${GASNET_ARCHIVE:-$REPO_ROOT/../shared/vendor/gasnet/GASNet-$GASNET_VERSION.tar.gz}
+GASNET_STAGED=$REPO_ROOT/_out/images/gasnet/GASNet-$GASNET_VERSION.tar.gz  # in the build context
+GASNET_IMAGE=$IMAGE_PREFIX/gasnet-udp:$GASNET_VERSION
 
 log() { echo "images: $*"; }
 die() { echo "images: $*" >&2; exit 1; }
@@ -72,8 +83,64 @@ cmd_wheel() {
   log "phase wheel: built $(basename "$IMAGES_WHEEL_DIR"/arkouda_bootstrap-*.whl) in $((SECONDS - t0))s"
 }
 
+# The GASNet archive into the build context, after checking it is the pinned release (one line on failure).
+stage_gasnet_archive() {
+  local src=$GASNET_ARCHIVE got fix url
+  url=$(pinned GASNET_URL)
+  fix="set GASNET_ARCHIVE to the GASNet-EX $GASNET_VERSION release archive (a path, or a URL such as $url)"
+  if [ -f "$GASNET_STAGED" ] && [ "$(sha256sum <"$GASNET_STAGED" | cut -d' ' -f1)" = "$GASNET_SHA256" ]; then
+    return
+  fi
+  mkdir -p "$(dirname "$GASNET_STAGED")"
+  case $src in
+    http://*|https://*)
+      log "downloading $src"
+      curl -fsSL --retry 3 -o "$GASNET_STAGED.tmp" "$src" \
+        || { rm -f "$GASNET_STAGED.tmp"; die "GASNET_ARCHIVE=$src could not be downloaded; $fix"; } ;;
+    *)
+      [ -f "$src" ] || die "GASNET_ARCHIVE=$src: no such file; $fix"
+      cp "$src" "$GASNET_STAGED.tmp" ;;
+  esac
+  got=$(sha256sum <"$GASNET_STAGED.tmp" | cut -d' ' -f1)
+  if [ "$got" != "$GASNET_SHA256" ]; then
+    rm -f "$GASNET_STAGED.tmp"
+    die "GASNET_ARCHIVE=$src has sha256 $got, not $GASNET_SHA256 (GASNET_SHA256 in hack/versions.env); $fix"
+  fi
+  mv "$GASNET_STAGED.tmp" "$GASNET_STAGED"
+}
+
+# The "gasnet" stage as its own image, rebuilt only when its inputs change: the archive's checksum, the stage's
+# text in the Dockerfile, the base image and the build args. The Arkouda image then starts from it.
+cmd_gasnet() {
+  local t0=$SECONDS dockerfile=$REPO_ROOT/docker/arkouda/Dockerfile base_id inputs have logf
+  local -a args
+  stage_gasnet_archive
+  base_id=$(buildah inspect --type image --format '{{ .FromImageID }}' "$IMAGE_BASE" 2>/dev/null) \
+    || die "base image $IMAGE_BASE not found; run 'make images' (it builds it) or set IMAGE_BASE"
+  args=(--build-arg "BASE_IMAGE=$IMAGE_BASE" --build-arg "GASNET_VERSION=$GASNET_VERSION"
+        --build-arg "GASNET_SHA256=$GASNET_SHA256"
+        --build-arg "GASNET_ARCHIVE=${GASNET_STAGED#"$REPO_ROOT"/}" --target gasnet)
+  # shellcheck disable=SC2206 # EXTRA_BUILD_ARGS is a word list on purpose
+  args+=(${EXTRA_BUILD_ARGS:-})
+  inputs=$( { awk '/^FROM .* AS gasnet$/ {on=1} /^FROM / && !/ AS gasnet$/ {on=0} on' "$dockerfile"
+              grep '^ARG ' "$dockerfile"; echo "$base_id ${args[*]}"; } | sha256sum | cut -c1-16)
+  have=$(image_label "$GASNET_IMAGE")
+  if [ "$have" = "$inputs" ]; then
+    log "$GASNET_IMAGE is up to date (inputs $inputs); skipping"
+    return
+  fi
+  log "building $GASNET_IMAGE (inputs $inputs; GASNet-EX $GASNET_VERSION, about 3 minutes on 2 cores)"
+  logf=$REPO_ROOT/_out/images/build-gasnet.log
+  if ! buildah bud --layers --force-rm --isolation chroot --network host --format oci \
+        --label "$LABEL=$inputs" "${args[@]}" -f "$dockerfile" -t "$GASNET_IMAGE" "$REPO_ROOT" >"$logf" 2>&1; then
+    tail -n 30 "$logf" >&2
+    die "buildah bud of $GASNET_IMAGE failed (full log: $logf)"
+  fi
+  log "phase build gasnet: $GASNET_IMAGE built in $((SECONDS - t0))s (log: $logf)"
+}
+
 cmd_build() {
-  local name=${1:?build NAME} t0=$SECONDS image dockerfile base_id inputs have
+  local name=${1:?build NAME} t0=$SECONDS image dockerfile base_id inputs have gasnet_id=
   local -a args inputs_paths
   image=$IMAGE_PREFIX/$name:$IMAGE_TAG
   dockerfile=$REPO_ROOT/docker/$name/Dockerfile
@@ -88,7 +155,12 @@ cmd_build() {
   local format=oci
   case $name in
     arkouda)
-      args+=(--build-arg "SERVER_STAGE=$ARKOUDA_SERVER_STAGE" --target runtime)
+      cmd_gasnet
+      gasnet_id=$(buildah inspect --type image --format '{{ .FromImageID }}' "$GASNET_IMAGE")
+      args+=(--build-arg "SERVER_STAGE=$ARKOUDA_SERVER_STAGE" --target runtime
+             --build-arg "GASNET_IMAGE=$GASNET_IMAGE" --build-arg "GASNET_VERSION=$GASNET_VERSION"
+             --build-arg "GASNET_SHA256=$GASNET_SHA256"
+             --build-arg "GASNET_ARCHIVE=${GASNET_STAGED#"$REPO_ROOT"/}")
       # the chapel/arkouda stages use SHELL (pipefail), which buildah applies only to docker-format images
       [ "$ARKOUDA_SERVER_STAGE" = standin ] || format=docker
       ;;
@@ -103,7 +175,7 @@ cmd_build() {
   args+=(${EXTRA_BUILD_ARGS:-})
   # The wheel's own bytes change on every rebuild (zip timestamps); its source hash (.src-hash) does not,
   # so hash the directory without the .whl.
-  inputs=$( { hash_inputs "${inputs_paths[@]:0:3}"; cat "$IMAGES_WHEEL_DIR/.src-hash"; echo "$base_id ${args[*]}"; } \
+  inputs=$( { hash_inputs "${inputs_paths[@]:0:3}"; cat "$IMAGES_WHEEL_DIR/.src-hash"; echo "$base_id $gasnet_id ${args[*]}"; } \
             | sha256sum | cut -c1-16)
   have=$(image_label "$image")
   if [ "$have" = "$inputs" ]; then
@@ -146,7 +218,8 @@ shift || true
 case $cmd in
   base) cmd_base ;;
   wheel) cmd_wheel ;;
+  gasnet) cmd_gasnet ;;
   build) cmd_build "$@" ;;
   archive) cmd_archive "$@" ;;
-  *) die "usage: images.sh base|wheel|build NAME|archive NAME" ;;
+  *) die "usage: images.sh base|wheel|gasnet|build NAME|archive NAME" ;;
 esac

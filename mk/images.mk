@@ -17,7 +17,7 @@ IMAGES_TARGETS += images-build images-archive
 LINT_TARGETS += lint-images
 TEST_TARGETS += test-images
 
-.PHONY: images-base images-wheel images-build images-arkouda images-mpi images-archive mpi-demo-host \
+.PHONY: images-base images-wheel images-gasnet images-build images-arkouda images-mpi images-archive mpi-demo-host \
         test-images lint-images
 
 images-base: ## Build the local Debian base image with debootstrap (cached by script hash)
@@ -25,6 +25,9 @@ images-base: ## Build the local Debian base image with debootstrap (cached by sc
 
 images-wheel: ## Build the bootstrap wheel the images install (cached by bootstrap/ source hash)
 	@$(IMAGES_SH) wheel
+
+images-gasnet: images-base ## Build GASNet-EX's udp conduit + amudprun image (cached by its inputs hash; GASNET_ARCHIVE=path|URL)
+	@$(IMAGES_SH) gasnet
 
 images-arkouda: images-base images-wheel ## Build $(IMAGE_PREFIX)/arkouda:$(IMAGE_TAG) (stand-in server here)
 	@$(IMAGES_SH) build arkouda
@@ -50,8 +53,7 @@ mpi-demo-host: ## Build hybrid-hello and himeno on the host into $(CACHE_DIR)/mp
 test-images: venv images-build mpi-demo-host ## Test the images (runc: mpi hello as uid 1000; arkouda: no keys/sudo)
 	@$(PY) -m pytest -q -p no:cacheprovider --timeout=600 $(REPO_ROOT)/tests/images
 
-IMAGES_PY := docker/arkouda/standin/lib docker/arkouda/standin/bin/arkouda_server \
-	docker/arkouda/standin/bin/arkouda_server_real docker/arkouda/standin/bin/arkouda_standin_server tests/images
+IMAGES_PY := docker/arkouda/standin/lib docker/arkouda/standin/bin/arkouda_standin_server tests/images
 
 lint-images: venv ## Lint the Dockerfiles (hadolint), image scripts (shellcheck), stand-in + tests (ruff, mypy)
 	@$(VENV)/bin/hadolint --config $(REPO_ROOT)/docker/hadolint.yaml \

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from arkouda_bootstrap.config import Launcher
 from arkouda_bootstrap.errors import UsageError
-from arkouda_bootstrap.launch import build_plan, render_hostfile, write_files
+from arkouda_bootstrap.launch import build_plan, render_gasnet_ssh, render_hostfile, write_files
 
 HOSTS = ["10.0.0.9", "10.0.0.3", "10.0.0.4"]
 STATE = Path("/run/arkouda")
@@ -37,7 +39,8 @@ def test_arkouda_env_and_argv() -> None:
     assert env["GASNET_SSH_SERVERS"] == env["SSH_SERVERS"]
     assert env["GASNET_SPAWNFN"] == "S"
     assert env["GASNET_MASTERIP"] == "10.0.0.9"
-    assert env["GASNET_SSH_CMD"] == "/run/arkouda/bin/ssh"
+    assert env["GASNET_SSH_CMD"] == "/bin/sh /run/arkouda/gasnet-ssh"
+    assert "exec /run/arkouda/bin/ssh" in files[STATE / "gasnet-ssh"]  # then the pinned-key wrapper
     assert env["GASNET_SSH_OPTIONS"] == "-F /run/arkouda/ssh_config"
     # no work dir given: the spawner's own default (the launcher's cwd), never the binary's directory
     assert "GASNET_SSH_REMOTE_PATH" not in env
@@ -53,6 +56,34 @@ def test_arkouda_remote_path_override_and_nl_conflict() -> None:
         plan(Launcher.ARKOUDA, ["arkouda_server", "-nl", "4"])
     with pytest.raises(UsageError, match="no command given"):
         plan(Launcher.ARKOUDA, [])
+
+
+def test_gasnet_ssh_forces_each_locales_rank_to_its_host_position(tmp_path: Path) -> None:
+    # amudprun's calls as GASNet's amudp_spawn.cpp makes them, through the script, to a test double of the
+    # ssh wrapper that prints its arguments one per line.
+    fake = tmp_path / "fake ssh"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    script = tmp_path / "gasnet-ssh"
+    script.write_text(render_gasnet_ssh(fake))
+    env = {**os.environ, "GASNET_SSH_SERVERS": "10.0.0.9 10.0.0.3,10.0.0.9", "TMPDIR": str(tmp_path)}
+
+    def call(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["/bin/sh", str(script), *args], env=env, capture_output=True, text=True, check=False)
+
+    assert call("-V").stdout == "-V\n"  # amudprun's OpenSSH check passes through untouched
+    remote = "cd '/w' ; env 'AMUDP_WORKER_ARGS=1,10.0.0.9:4000,' '/opt/arkouda/bin/arkouda_server_real' 'a b' "
+    opts = ["-o", "StrictHostKeyChecking no", "-o", "FallBackToRsh no", "-F", "/run/arkouda/ssh_config"]
+    out = call(*opts, "10.0.0.3", remote).stdout.splitlines()
+    assert out == [*opts, "10.0.0.3", f"GASNET_WORKER_RANK=1; export GASNET_WORKER_RANK; {remote}"]
+    # a host listed twice gets each of its positions once, then none
+    ranks = sorted(call(*opts, "10.0.0.9", remote).stdout.splitlines()[-1].split(";")[0] for _ in range(2))
+    assert ranks == ["GASNET_WORKER_RANK=0", "GASNET_WORKER_RANK=2"]
+    third = call(*opts, "10.0.0.9", remote)
+    assert third.returncode == 255
+    assert "host 10.0.0.9 has no unclaimed position in GASNET_SSH_SERVERS" in third.stderr
+    # a new launch (another master address) starts with every position free
+    assert "GASNET_WORKER_RANK=0;" in call(*opts, "10.0.0.9", remote.replace("4000", "4001")).stdout
 
 
 def test_mpi_sets_openmpi4_and_5_names() -> None:
