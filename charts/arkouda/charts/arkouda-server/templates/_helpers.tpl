@@ -311,6 +311,7 @@ core). server.threadsPerLocale when set (refused above server.resources.limits.c
 down (at least 1), else "".
 */}}
 {{- define "arkouda-server.threads" -}}
+{{- range .Values.extraEnv }}{{ if eq .name "CHPL_RT_NUM_THREADS_PER_LOCALE" }}{{ fail "server.extraEnv sets CHPL_RT_NUM_THREADS_PER_LOCALE, which would silently win over the chart's; use server.threadsPerLocale" }}{{ end }}{{ end -}}
 {{- $limit := include "arkouda-server.limit" (dict "ctx" . "name" "cpu") -}}
 {{- if not (kindIs "invalid" .Values.threadsPerLocale) -}}
 {{- $t := .Values.threadsPerLocale | int64 -}}
