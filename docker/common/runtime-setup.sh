@@ -30,7 +30,7 @@ case ${1:-} in
     useradd --uid 1000 --gid 1000 --home-dir /home/arkouda --create-home --shell /bin/bash arkouda
     usermod --password '*' arkouda
     python3 -m venv /opt/arkouda-bootstrap
-    pip_install --constraint "$constraints" kubernetes tenacity cryptography prometheus-client pyzmq
+    pip_install --constraint "$constraints" kubernetes tenacity cryptography prometheus-client pyzmq paramiko
     install -d -o 1000 -g 1000 -m 0755 /run/arkouda
     rm -rf /root/.cache
     ;;

@@ -35,9 +35,9 @@ PREIMPORT = (
     "encodings.ascii",
     "stringprep",
     "unicodedata",
-    "arkouda_bootstrap.sshwire",
+    "arkouda_bootstrap.sshprobe",
+    "paramiko",
     "tenacity",
-    "cryptography.hazmat.primitives.ciphers.aead",
     "cryptography.hazmat.primitives.serialization",
 )
 

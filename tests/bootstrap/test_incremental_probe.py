@@ -54,8 +54,9 @@ def test_finish_names_the_first_failing_host_in_host_order_and_counts_the_rest()
     hosts = [ssh.Host(address=f"10.0.0.{i}", pod=f"r-{i}") for i in range(4)]
     probe = RecordingProbe(
         {
-            "10.0.0.3": ssh.HostKeyMismatchError("host key mismatch: 10.0.0.3:2222"),
-            "10.0.0.1": ssh.AuthenticationFailedError("public-key authentication rejected by 10.0.0.1:2222"),
+            "10.0.0.3": ssh.HostKeyMismatchError("pod r-3 (10.0.0.3) presented a host key this release never had"),
+            "10.0.0.1": ssh.AuthenticationFailedError("pod r-1 (10.0.0.1) rejected public-key authentication"),
+            "10.0.0.2": RuntimeError("a bug"),
         }
     )
     with ssh.IncrementalProbe(probe, max_workers=4) as prober:
@@ -63,10 +64,14 @@ def test_finish_names_the_first_failing_host_in_host_order_and_counts_the_rest()
             prober.submit(host)
         with pytest.raises(BootstrapError) as info:
             prober.finish(hosts)
+    # a probe outcome names its pod and address itself
     assert str(info.value) == (
-        "ssh probe of 10.0.0.1 (pod r-1) failed: public-key authentication rejected by 10.0.0.1:2222 "
-        "(+1 more hosts failed)"
+        "ssh probe failed: pod r-1 (10.0.0.1) rejected public-key authentication (+2 more hosts failed)"
     )
+    with ssh.IncrementalProbe(probe, max_workers=4) as prober, pytest.raises(BootstrapError) as info:
+        prober.finish(hosts[2:])
+    # anything else gets the host named and the exception's type
+    assert str(info.value) == "ssh probe of 10.0.0.2 (pod r-2) failed: RuntimeError: a bug (+1 more hosts failed)"
 
 
 def test_close_drops_queued_probes_and_never_waits_for_running_ones() -> None:

@@ -1,5 +1,5 @@
 """Real OpenSSH: the sshd that `locale` prepares, run as a non-root user on a loopback port; the `server`'s
-sshwire probe, and the real ssh client with the config the server writes (issues 2 and 7)."""
+probe (paramiko) against it, and the real ssh client with the config the server writes."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ import threading
 import time
 from pathlib import Path
 
+import paramiko
 import pytest
-from arkouda_bootstrap import keys, ssh
+from arkouda_bootstrap import keys, ssh, sshprobe
 from arkouda_bootstrap.config import SshTuning
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.sshd import KeyPaths
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 pytestmark = pytest.mark.sshd
 
 FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
 
 
-def client_key(data: dict[str, bytes], tmp_path: Path) -> Ed25519PrivateKey:
+def client_key(data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
     path = tmp_path / "id"
     path.write_bytes(data[keys.CLIENT_KEY])
     path.chmod(0o600)
@@ -108,26 +108,128 @@ def test_probe_succeeds_with_pinned_key(
     assert "all 2 hosts answered" in caplog.text
 
 
-def test_probe_host_key_mismatch_is_fatal_and_not_retried(
+def rotated(data: dict[str, bytes]) -> tuple[keys.PublicKey, list[keys.PublicKey]]:
+    """What the server pins after keygen rotated the keys of a release whose Secret was `data`: the new host key,
+    and the retired_host_keys field keygen writes (the key `data` had)."""
+    new = keys.build_secret_data(release="t", with_token=False)
+    retired = keys.retired_host_keys(keys.retire_host_key(data).decode())
+    assert [k.blob for k in retired] == [keys.parse_public_key(data[keys.HOST_PUB].decode(), what="old").blob]
+    return keys.pinned_host_key(new[keys.KNOWN_HOSTS].decode()), retired
+
+
+def test_probe_of_a_pod_serving_a_foreign_host_key_is_fatal_and_not_retried(
     locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The sshd serves a key that is neither pinned nor one of the release's retired keys."""
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
-    other = keys.generate_ed25519(comment="other")
+    pinned, _ = rotated(secret_data)
+    older = keys.parse_public_key(keys.generate_ed25519(comment="older").public_openssh, what="older")
     with pytest.raises(BootstrapError) as err:
         ssh.probe_all(
             [ssh.Host("127.0.0.1", "arkouda-locale-3")],
             port=locale_sshd.port,
             user=locale_sshd.user,
             client_key=client_key(secret_data, tmp_path),
-            pinned=keys.parse_public_key(other.public_openssh, what="other"),
+            pinned=pinned,
+            retired=[older],
             timeout=5,
             policy=FAST,
         )
-    message = str(err.value)
-    assert "127.0.0.1" in message
-    assert "arkouda-locale-3" in message
-    assert "host key mismatch" in message
+    assert str(err.value) == (
+        "ssh probe failed: pod arkouda-locale-3 (127.0.0.1) presented a host key this release never had: "
+        "a different Secret is mounted there, or something else answers on that address"
+    )
+    assert "attempt 1/3" in caplog.text
     assert "attempt 2/3" not in caplog.text
+
+
+def test_probe_of_a_pod_serving_a_retired_host_key_says_it_has_not_rolled_and_retries(
+    locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sshd still serves the key the release had before a rotation: retried within the bounded policy, then
+    reported as a pod that has not rolled onto the new keys."""
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    pinned, retired = rotated(secret_data)
+    with pytest.raises(BootstrapError) as err:
+        ssh.probe_all(
+            [ssh.Host("127.0.0.1", "arkouda-locale-2")],
+            port=locale_sshd.port,
+            user=locale_sshd.user,
+            client_key=client_key(secret_data, tmp_path),
+            pinned=pinned,
+            retired=retired,
+            timeout=5,
+            policy=FAST,
+        )
+    assert str(err.value) == (
+        "ssh probe failed: pod arkouda-locale-2 (127.0.0.1) serves an older host key of this release: "
+        "the keys were rotated and this pod has not rolled onto them yet"
+    )
+    assert "attempt 3/3" in caplog.text
+    assert "wrong Secret" not in caplog.text
+
+
+def test_probe_waits_for_a_pod_to_roll_onto_the_rotated_host_key(
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A second host key on the same address: the old sshd is replaced by one with the rotated Secret while the
+    probe retries, and the probe then succeeds."""
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    new = keys.build_secret_data(release="t", with_token=False)
+    # the rotation changed the host key only, so the client key stays authorized
+    new.update({f: secret_data[f] for f in (keys.CLIENT_KEY, keys.CLIENT_PUB, keys.AUTHORIZED_KEYS)})
+    port = free_port()
+    old_sshd = start_locale(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        secret_dir=write_secret_dir(shared_dir / "secret-old", secret_data),
+        state_dir=shared_dir / "state-old",
+        port=port,
+    )
+    sshds.append(old_sshd)
+    errors: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            ssh.probe_all(
+                [ssh.Host("127.0.0.1", "arkouda-locale-1")],
+                port=port,
+                user=test_user.pw_name,
+                client_key=client_key(secret_data, tmp_path),
+                pinned=keys.pinned_host_key(new[keys.KNOWN_HOSTS].decode()),
+                retired=keys.retired_host_keys(keys.retire_host_key(secret_data).decode()),
+                timeout=5,
+                policy=ssh.RetryPolicy(attempts=30, initial_delay=0.1, max_delay=0.3),
+            )
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while "has not rolled onto them yet" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "serves an older host key of this release" in caplog.text, caplog.text
+    old_sshd.stop()
+    sshds.append(
+        start_locale(
+            uid=test_user.pw_uid,
+            gid=test_user.pw_gid,
+            secret_dir=write_secret_dir(shared_dir / "secret-new", new),
+            state_dir=shared_dir / "state-new",
+            port=port,
+            wait=False,
+        )
+    )
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert errors == [], (shared_dir / f"locale-{port}.log").read_text()
+    assert "all 1 hosts answered" in caplog.text
 
 
 def test_probe_wrong_client_key_is_fatal(
@@ -282,8 +384,8 @@ def test_overridden_kex_is_used_by_ssh_and_probe_still_works(
     sshds: list[LocaleSshd],
     tmp_path: Path,
 ) -> None:
-    """A site restoring the post-quantum exchange (issue 7) gets it on the real ssh; the probe keeps working
-    through curve25519-sha256@libssh.org."""
+    """A site restoring the post-quantum exchange gets it on the real ssh; the probe keeps working through
+    curve25519-sha256@libssh.org."""
     pq = "sntrup761x25519-sha512@openssh.com,curve25519-sha256@libssh.org"
     sshd = start_locale(
         uid=test_user.pw_uid,
@@ -357,3 +459,107 @@ def test_probe_without_common_kex_is_fatal_with_advice(
             policy=FAST,
         )
     assert "attempt 2/3" not in caplog.text
+
+
+@pytest.mark.parametrize("cipher", ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com"])
+def test_probe_succeeds_with_each_cipher_the_sshd_is_limited_to(
+    cipher: str,
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+    tmp_path: Path,
+) -> None:
+    sshd = start_locale(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
+        state_dir=shared_dir / "state",
+        port=free_port(),
+        extra_args=("--ciphers", cipher),
+    )
+    sshds.append(sshd)
+    assert f"Ciphers {cipher}\n" in (sshd.state_dir / "sshd_config").read_text()
+    ssh.probe_all(
+        [ssh.Host("127.0.0.1", "arkouda-locale-0")],
+        port=sshd.port,
+        user=sshd.user,
+        client_key=client_key(secret_data, tmp_path),
+        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+        timeout=5,
+        policy=FAST,
+    )
+
+
+def test_probe_of_an_sshd_limited_to_chacha20_names_the_values_keys(
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """paramiko has no chacha20-poly1305; the launcher's OpenSSH would, but the probe must say what to keep."""
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    sshd = start_locale(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
+        state_dir=shared_dir / "state",
+        port=free_port(),
+        extra_args=("--ciphers", "chacha20-poly1305@openssh.com"),
+    )
+    sshds.append(sshd)
+    with pytest.raises(BootstrapError) as err:
+        ssh.probe_all(
+            [ssh.Host("127.0.0.1", "arkouda-locale-0")],
+            port=sshd.port,
+            user=sshd.user,
+            client_key=client_key(secret_data, tmp_path),
+            pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+            timeout=5,
+            policy=FAST,
+        )
+    message = str(err.value)
+    assert message.startswith("ssh probe failed: pod arkouda-locale-0 (127.0.0.1): ")
+    assert "cipher" in message
+    assert "global.sshCiphers one of aes128-gcm@openssh.com" in message
+    assert "\n" not in message
+    assert "attempt 2/3" not in caplog.text
+
+
+def test_probe_with_nothing_listening_is_transient() -> None:
+    port = free_port()  # bound and released: nothing listens there now
+    with pytest.raises(ssh.TransientProbeError, match=f"pod r-0 \\(127.0.0.1\\): cannot connect to port {port}"):
+        sshprobe.probe(
+            "127.0.0.1",
+            pod="r-0",
+            port=port,
+            user="nobody",
+            client_key=paramiko.Ed25519Key(data=b"\0\0\0\x0bssh-ed25519\0\0\0\x20" + bytes(32)),
+            pinned=keys.PublicKey("ssh-ed25519", "AAAA"),
+            timeout=2,
+        )
+
+
+def test_load_client_key_reads_the_keys_module_format_and_names_bad_files(tmp_path: Path) -> None:
+    pair = keys.generate_ed25519(comment="c")
+    good = tmp_path / "id"
+    good.write_bytes(pair.private_openssh)
+    key = ssh.load_client_key(good)
+    assert pair.public_openssh.startswith(f"{key.get_name()} {key.get_base64()}")
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"-----BEGIN OPENSSH PRIVATE KEY-----\nnot base64\n-----END OPENSSH PRIVATE KEY-----\n")
+    with pytest.raises(BootstrapError, match=f"cannot load the client key {bad}"):
+        ssh.load_client_key(bad)
+    with pytest.raises(BootstrapError, match=f"cannot load the client key {tmp_path / 'missing'}"):
+        ssh.load_client_key(tmp_path / "missing")
+
+
+def test_retired_host_keys_are_read_from_the_secret_when_a_rotation_wrote_them(
+    secret_data: dict[str, bytes], tmp_path: Path
+) -> None:
+    assert ssh.read_retired_host_keys(tmp_path) == []  # no rotation yet: the Secret has no such field
+    (tmp_path / keys.RETIRED_HOST_KEYS).write_bytes(keys.retire_host_key(secret_data))
+    [retired] = ssh.read_retired_host_keys(tmp_path)
+    assert retired == keys.parse_public_key(secret_data[keys.HOST_PUB].decode(), what="host")

@@ -64,6 +64,8 @@ def prepare_server(
         user=ident.user,
         client_key=ssh.load_client_key(key_paths.client_key),
         pinned=pinned,
+        # a mismatch then says whether the pod still serves an older key of this release or a foreign one
+        retired=ssh.read_retired_host_keys(settings.secret_dir),
         timeout=float(settings.connect_timeout),
         policy=policy,
     )

@@ -1,5 +1,5 @@
-"""The launcher's ssh side: client config (issue 7 tuning, pinned host key), the `ssh` wrapper the spawners
-call, the parallel probe of every host (sshwire), and the optional ControlMaster pre-warm.
+"""The launcher's ssh side: client config (pinned host key, the cheap kex and cipher), the `ssh` wrapper the
+spawners call, the parallel probe of every host (one attempt: sshprobe), and the optional ControlMaster pre-warm.
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from arkouda_bootstrap import sshwire
+from arkouda_bootstrap import sshprobe
 from arkouda_bootstrap.config import DEFAULT_CONTROL_PERSIST, SshTuning
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.keys import PublicKey
+
+if TYPE_CHECKING:
+    import paramiko
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,8 @@ def render_client_config(
     control_dir: Path | None = None,
     control_persist: int = DEFAULT_CONTROL_PERSIST,
 ) -> str:
-    """ssh_config for the launcher's own ssh: pinned host key, batch mode, issue-7 kex/cipher.
+    """ssh_config for the launcher's own ssh: pinned host key, batch mode, the tuned kex/cipher lists (the
+    default post-quantum exchange costs ≈6x the client CPU per connection, see bench/README.md).
 
     With `control_dir`, ssh reuses a pre-warmed master (ControlMaster no: never becomes one itself)."""
     lines = [
@@ -154,15 +158,17 @@ def write_client_files(
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the probe (sshwire: our own minimal SSH client; ~2.5x less client CPU per host than paramiko)
+# the probe (each attempt: sshprobe, on paramiko)
 
-ProbeError = sshwire.ProbeError
-TransientProbeError = sshwire.TransientProbeError
-HostKeyMismatchError = sshwire.HostKeyMismatchError
-AuthenticationFailedError = sshwire.AuthenticationFailedError
-CommandFailedError = sshwire.CommandFailedError
-IncompatibleAlgorithmsError = sshwire.IncompatibleAlgorithmsError
-load_client_key = sshwire.load_client_key
+ProbeError = sshprobe.ProbeError
+TransientProbeError = sshprobe.TransientProbeError
+RetiredHostKeyError = sshprobe.RetiredHostKeyError
+HostKeyMismatchError = sshprobe.HostKeyMismatchError
+AuthenticationFailedError = sshprobe.AuthenticationFailedError
+CommandFailedError = sshprobe.CommandFailedError
+IncompatibleAlgorithmsError = sshprobe.IncompatibleAlgorithmsError
+load_client_key = sshprobe.load_client_key
+read_retired_host_keys = sshprobe.read_retired_host_keys
 
 
 @dataclass(frozen=True)
@@ -177,14 +183,15 @@ def probe_host(
     *,
     port: int,
     user: str,
-    client_key: Ed25519PrivateKey,
+    client_key: paramiko.PKey,
     pinned: PublicKey,
+    retired: Sequence[PublicKey] = (),
     timeout: float,
     policy: RetryPolicy,
 ) -> None:
     """Probe with bounded exponential retries of transient errors; logs `attempt n/N` for each. One attempt
-    (sshwire.probe): TCP connect, key exchange, the server's host key compared with the pinned one (and its
-    signature over the exchange verified), public-key auth, run `true`; ProbeError subclasses on failure."""
+    (sshprobe.probe): TCP connect, key exchange, the server's host key compared with the pinned one (and, on a
+    mismatch, with the release's `retired` ones), public-key auth, run `true`; ProbeError subclasses on failure."""
 
     def before(state: RetryCallState) -> None:
         log.info("probe %s (%s): attempt %d/%d", host.address, host.pod, state.attempt_number, policy.attempts)
@@ -192,7 +199,11 @@ def probe_host(
     def after(state: RetryCallState) -> None:
         outcome = state.outcome
         if outcome is not None and outcome.failed:
-            log.info("probe %s (%s): %s", host.address, host.pod, outcome.exception())
+            exc = outcome.exception()
+            if isinstance(exc, ProbeError):  # names the pod and address itself
+                log.info("probe: %s", exc)
+            else:
+                log.info("probe %s (%s): %s: %s", host.address, host.pod, type(exc).__name__, exc)
 
     retrying = Retrying(
         stop=stop_after_attempt(policy.attempts),
@@ -202,7 +213,17 @@ def probe_host(
         after=after,
         reraise=True,
     )
-    retrying(sshwire.probe, host.address, port=port, user=user, client_key=client_key, pinned=pinned, timeout=timeout)
+    retrying(
+        sshprobe.probe,
+        host.address,
+        pod=host.pod,
+        port=port,
+        user=user,
+        client_key=client_key,
+        pinned=pinned,
+        retired=retired,
+        timeout=timeout,
+    )
 
 
 class IncrementalProbe:
@@ -257,8 +278,11 @@ class IncrementalProbe:
         if failures:
             host, exc = failures[0]
             more = f" (+{len(failures) - 1} more hosts failed)" if len(failures) > 1 else ""
-            kind = "" if isinstance(exc, ProbeError) else f"{type(exc).__name__}: "
-            raise BootstrapError(f"ssh probe of {host.address} (pod {host.pod}) failed: {kind}{exc}{more}")
+            if isinstance(exc, ProbeError):  # names the pod and address itself
+                raise BootstrapError(f"ssh probe failed: {exc}{more}")
+            raise BootstrapError(
+                f"ssh probe of {host.address} (pod {host.pod}) failed: {type(exc).__name__}: {exc}{more}"
+            )
         log.info("ssh probe: all %d hosts answered", len(hosts))
 
     def close(self) -> None:
@@ -281,8 +305,9 @@ def probe_all(
     *,
     port: int,
     user: str,
-    client_key: Ed25519PrivateKey,
+    client_key: paramiko.PKey,
     pinned: PublicKey,
+    retired: Sequence[PublicKey] = (),
     timeout: float,
     policy: RetryPolicy,
     probe: Callable[..., None] = probe_host,
@@ -292,7 +317,14 @@ def probe_all(
         return
     with IncrementalProbe(
         functools.partial(
-            probe, port=port, user=user, client_key=client_key, pinned=pinned, timeout=timeout, policy=policy
+            probe,
+            port=port,
+            user=user,
+            client_key=client_key,
+            pinned=pinned,
+            retired=retired,
+            timeout=timeout,
+            policy=policy,
         ),
         max_workers=min(MAX_PROBE_THREADS, len(hosts)),
     ) as prober:
@@ -300,7 +332,7 @@ def probe_all(
 
 
 # ----------------------------------------------------------------------------------------------------------
-# ControlMaster pre-warm (issue 7, opt-in)
+# ControlMaster pre-warm (opt-in: opening the masters costs a full connection per host up front)
 
 
 def prewarm(

@@ -1,0 +1,225 @@
+"""One probe attempt of one locale over SSH, with paramiko: TCP connect, key exchange, the host key compared with
+the pinned one, public-key auth, `true` run and its exit status checked. The retries live in `ssh.probe_host`.
+
+Every failure is a ProbeError whose message names the pod and its address; `TransientProbeError`s are worth
+retrying (nothing listens yet, a pod still rolling onto rotated keys, a dropped connection), the others are not.
+
+paramiko is imported on first use, not with this module: `locale` imports `ssh` for its client config and
+starts faster without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.keys import KEY_TYPE, RETIRED_HOST_KEYS, PublicKey, retired_host_keys
+
+if TYPE_CHECKING:
+    import paramiko
+
+log = logging.getLogger(__name__)
+
+COMMAND = "true"
+# The one key exchange the locales' sshd offers by default (config.DEFAULT_KEX lists it under both its names;
+# paramiko knows the @libssh.org one). Offering nothing else keeps a costlier exchange from being negotiated.
+KEX_ALGORITHMS = ("curve25519-sha256@libssh.org",)
+HOST_KEY_ALGORITHMS = (KEY_TYPE,)
+KEYS_HINT = (
+    "global.sshKexAlgorithms must keep curve25519-sha256 and global.sshCiphers one of "
+    "aes128-gcm@openssh.com,aes256-gcm@openssh.com,aes128-ctr,aes256-ctr"
+)
+
+
+class ProbeError(Exception):
+    """Base of the probe outcomes; `fatal` ones are not retried."""
+
+    fatal = True
+
+
+class TransientProbeError(ProbeError):
+    """Nothing listening yet, a dropped connection, a timeout: worth retrying."""
+
+    fatal = False
+
+
+class RetiredHostKeyError(TransientProbeError):
+    """The pod serves a host key this release had before a rotation: it is replaced soon, so retried."""
+
+
+class HostKeyMismatchError(ProbeError):
+    pass
+
+
+class AuthenticationFailedError(ProbeError):
+    pass
+
+
+class CommandFailedError(ProbeError):
+    pass
+
+
+class IncompatibleAlgorithmsError(ProbeError):
+    pass
+
+
+def _quiet_paramiko() -> None:
+    # paramiko's transport thread logs every failed connection at ERROR with a traceback; the probe reports each
+    # failure itself in one line, so those stay out of the server's log unless someone asked for them.
+    library = logging.getLogger("paramiko")
+    if library.level == logging.NOTSET:
+        library.setLevel(logging.CRITICAL)
+
+
+def probe(
+    address: str,
+    *,
+    pod: str,
+    port: int,
+    user: str,
+    client_key: paramiko.PKey,
+    pinned: PublicKey,
+    retired: Sequence[PublicKey] = (),
+    timeout: float,
+) -> None:
+    """One attempt, bounded as a whole by `timeout` seconds. Raises a ProbeError subclass on failure."""
+    import paramiko
+
+    _quiet_paramiko()
+    where = f"pod {pod} ({address})"
+    deadline = time.monotonic() + timeout
+    try:
+        sock = socket.create_connection((address, port), timeout=timeout)
+    except OSError as exc:
+        raise TransientProbeError(f"{where}: cannot connect to port {port}: {exc.strerror or exc}") from None
+    # small request/reply exchanges: do not let Nagle hold our packets back for the server's delayed ACK
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    transport = paramiko.Transport(sock)
+    options = transport.get_security_options()
+    options.kex = KEX_ALGORITHMS
+    options.key_types = HOST_KEY_ALGORITHMS
+    transport.banner_timeout = timeout
+    transport.auth_timeout = timeout
+    # paramiko bounds the handshake, auth and channel open, but not the wait for the exec reply: closing the
+    # transport at the deadline wakes every waiter.
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        transport.close()
+
+    watchdog = threading.Timer(timeout, expire)
+    watchdog.daemon = True
+    phase = "key exchange"
+    try:
+        watchdog.start()
+        transport.start_client(timeout=timeout)
+        _check_host_key(transport.get_remote_server_key(), where=where, pinned=pinned, retired=retired)
+        phase = "authentication"
+        try:
+            transport.auth_publickey(user, client_key)
+        except paramiko.AuthenticationException:
+            if expired.is_set() or not transport.is_active():
+                raise
+            raise AuthenticationFailedError(
+                f"{where} rejected public-key authentication as {user}: "
+                "the locale's authorized_keys does not hold our client key"
+            ) from None
+        phase = f"running `{COMMAND}`"
+        channel = transport.open_session(timeout=max(0.0, deadline - time.monotonic()))
+        try:
+            channel.exec_command(COMMAND)
+        except paramiko.SSHException:
+            if expired.is_set() or not transport.is_active():
+                raise
+            raise CommandFailedError(f"{where} refused to exec `{COMMAND}` (check the login shell)") from None
+        if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError
+        status = channel.exit_status
+        if expired.is_set():
+            raise TimeoutError
+        if status == -1:
+            raise CommandFailedError(f"`{COMMAND}` ended without an exit status on {where} (check the login shell)")
+        if status != 0:
+            raise CommandFailedError(f"`{COMMAND}` exited {status} on {where} (check the login shell)")
+    except ProbeError:
+        raise
+    except paramiko.ssh_exception.IncompatiblePeer as exc:
+        raise IncompatibleAlgorithmsError(f"{where}: {exc}; {KEYS_HINT}") from None
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        if expired.is_set() or isinstance(exc, TimeoutError):
+            raise TransientProbeError(
+                f"{where} did not finish the probe within {timeout:g}s (during {phase})"
+            ) from None
+        raise _translate(exc, transport.get_exception(), where=where, phase=phase) from None
+    finally:
+        watchdog.cancel()
+        transport.close()
+
+
+def _translate(exc: BaseException, cause: BaseException | None, *, where: str, phase: str) -> ProbeError:
+    """The ProbeError for a failure paramiko reported; `cause` is what its transport thread saw, if anything."""
+    seen = cause if cause is not None else exc
+    text = str(seen)
+    if "Signature verification" in text:
+        return HostKeyMismatchError(
+            f"{where} presented this release's host key but could not sign with it: it does not hold the private "
+            "key, so something else answers on that address"
+        )
+    if isinstance(seen, (EOFError, OSError)) or "banner" in text or "No existing session" in text:
+        # the sshd closed or reset the connection (still starting, or shedding load), or never sent its banner
+        detail = f": {text}" if text and isinstance(seen, OSError) else ""
+        return TransientProbeError(f"{where} closed the connection during {phase}{detail}")
+    return ProbeError(f"{where}: SSH failed during {phase}: {text or type(seen).__name__}")
+
+
+def _check_host_key(presented: paramiko.PKey, *, where: str, pinned: PublicKey, retired: Sequence[PublicKey]) -> None:
+    """paramiko has verified the key's signature over the exchange; here the key itself must be the pinned one.
+
+    Telling an older key of this release from a foreign one is what tells the user whether to wait (the pod has
+    not rolled onto rotated keys yet) or to look for a wrong Secret or another service on that address."""
+    blob = presented.asbytes()
+    if blob == pinned.blob:
+        return
+    if any(blob == old.blob for old in retired):
+        raise RetiredHostKeyError(
+            f"{where} serves an older host key of this release: the keys were rotated and this pod has not rolled "
+            "onto them yet"
+        )
+    raise HostKeyMismatchError(
+        f"{where} presented a host key this release never had: a different Secret is mounted there, or something "
+        "else answers on that address"
+    )
+
+
+def read_retired_host_keys(secret_dir: Path) -> list[PublicKey]:
+    """The release's earlier host keys from the mounted Secret; none before the first rotation (no such file)."""
+    path = secret_dir / RETIRED_HOST_KEYS
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        # only the wording of a host key mismatch depends on it: never a reason to stop
+        log.warning("cannot read %s (a host key mismatch cannot tell a rotated key from a foreign one): %s", path, exc)
+        return []
+    return retired_host_keys(text)
+
+
+def load_client_key(path: Path) -> paramiko.PKey:
+    """The ed25519 client key from an unencrypted OpenSSH private key file."""
+    import paramiko
+
+    _quiet_paramiko()
+    try:
+        return paramiko.Ed25519Key.from_private_key_file(str(path))
+    except OSError as exc:
+        raise BootstrapError(f"cannot load the client key {path}: {exc.strerror or exc}") from None
+    except (paramiko.SSHException, ValueError) as exc:
+        raise BootstrapError(f"cannot load the client key {path}: not an unencrypted ed25519 key ({exc})") from None
