@@ -28,7 +28,11 @@ SERVER_SEL = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=
 RELEASE_SEL = f"app.kubernetes.io/instance={RELEASE}"
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
 SECRET = f"{RELEASE}-arkouda-ssh"
-REPORT_PREFIX = "STANDIN-LAUNCH-REPORT "
+REPORT_PREFIX = "ARKOUDA-STANDIN-GASNET-LOCALES "
+# GASNet's output of every locale (routed by amudprun into the server container's log), docker/README.md
+BARRIER = re.compile(
+    r"arkouda_server_real STAND-IN: locale (\d+) of (\d+) passed the GASNet barrier after exchanging active "
+    r"messages with (\d+) locale\(s\): host=(\S+) pid=(\d+) uid=(\d+) ssh=(\S+)")
 
 
 @pytest.fixture(scope="module")
@@ -73,38 +77,44 @@ def test_server_found_and_probed_every_locale(kube: Kube, ns: str) -> None:
 
 
 def launch_report(logs: str) -> dict[str, Any]:
-    """The last launch report the arkouda_server stand-in printed (docker/arkouda/standin/)."""
+    """The last GASNet job's locale table, printed by the stand-in's arkouda_server_real on locale 0 after the
+    GASNet barrier (docker/README.md), checked against every locale's own barrier line in the same log."""
     reports = [ln.split(REPORT_PREFIX, 1)[1] for ln in logs.splitlines() if REPORT_PREFIX in ln]
     assert reports, f"no {REPORT_PREFIX.strip()} line in the server log:\n{logs[-3000:]}"
     report: dict[str, Any] = json.loads(reports[-1])
+    passed = {(int(m.group(1)), int(m.group(5))): m for m in BARRIER.finditer(logs)}
+    for loc in report["locales"]:
+        m = passed.get((loc["id"], loc["pid"]))
+        assert m, f"locale {loc['id']} (pid {loc['pid']}) has no 'passed the GASNet barrier' line:\n{logs[-3000:]}"
+        assert int(m.group(2)) == report["numLocales"], m.group(0)
+        assert int(m.group(3)) == report["numLocales"] - 1, m.group(0)  # active messages with every other locale
     return report
 
 
 def test_arkouda_launch_contract(kube: Kube, ns: str) -> None:
-    """What amudprun's SSH spawner needs, checked on every locale by the stand-in that does what it does:
-    host order (own pod IP first, then StatefulSet ordinals), the same binary path everywhere, uid 1000,
-    ssh through our config, GASNET_MASTERIP = server pod IP, and -nl N."""
+    """The real amudprun's ssh spawner started every locale, each joined the GASNet job and passed its barrier:
+    locale i on host i of the bootstrap's list (own pod IP first, then StatefulSet ordinals; GASNET_WORKER_RANK
+    forced by the bootstrap's GASNET_SSH_CMD script), reached through sshd, as uid 1000, with the bootstrap's
+    pinned ssh config, GASNET_MASTERIP = server pod IP and -nl N."""
     server = kube.core.read_namespaced_pod(SERVER_POD, ns)
     locales = {p.metadata.name: p for p in kube.pods(ns, LOCALE_SEL)}
     expected_hosts = [server.status.pod_ip] + [locales[f"{RELEASE}-arkouda-locale-{i}"].status.pod_ip
                                                for i in range(2)]
     expected_names = [SERVER_POD] + [f"{RELEASE}-arkouda-locale-{i}" for i in range(2)]
     report = launch_report(kube.logs(ns, SERVER_POD, "server"))
-    assert report["standIn"] is True
     assert report["numLocales"] == 3, "the bootstrap must append -nl <global.numLocales>"
-    assert report["spawner"]["servers"][:3] == expected_hosts, "SSH_SERVERS: own pod IP first, then ordinals"
-    assert report["spawner"]["env"].get("GASNET_MASTERIP") == server.status.pod_ip
-    assert report["spawner"]["env"].get("GASNET_SPAWNFN") == "S"
-    ssh = " ".join([report["spawner"]["sshCmd"], report["spawner"]["sshOptions"]])
-    assert "-F" in ssh.split() or "-F" in ssh, f"the spawner's ssh must use the bootstrap's config: {ssh}"
-    paths = {loc["binary"] for loc in report["locales"]}
-    assert paths == {"/opt/arkouda/bin/arkouda_server_real"}, paths
+    spawner = report["spawner"]
+    assert spawner["GASNET_SPAWNFN"] == "S"
+    assert spawner["GASNET_SSH_SERVERS"].split()[:3] == expected_hosts, "own pod IP first, then ordinals"
+    assert spawner["GASNET_MASTERIP"] == server.status.pod_ip
+    assert re.fullmatch(r"/bin/sh \S+/gasnet-ssh", spawner["GASNET_SSH_CMD"]), spawner["GASNET_SSH_CMD"]
+    assert re.fullmatch(r"-F \S+/ssh_config", spawner["GASNET_SSH_OPTIONS"]), spawner["GASNET_SSH_OPTIONS"]
     for i, loc in enumerate(report["locales"]):
-        assert loc["locale"] == i
-        assert loc["ip"] == expected_hosts[i], f"locale {i} ran on {loc['ip']}, expected {expected_hosts[i]}"
-        assert loc["hostname"] == expected_names[i]
+        assert loc["id"] == i
+        where = loc["sshAddress"]
+        assert where == expected_hosts[i], f"locale {i} ran on {where}, expected {expected_hosts[i]}"
+        assert loc["name"] == expected_names[i]
         assert loc["uid"] == 1000, f"locale {i} runs as uid {loc['uid']}"
-        assert any(a.startswith("--ServerPort") for a in loc["args"]), loc["args"]
 
 
 def test_helm_test_passes(ns: str) -> None:
@@ -196,9 +206,12 @@ def test_locale_loss_relaunches_in_place_and_the_release_recovers(kube: Kube, ns
     # the first thing the monitor sees is "is terminating" or "was deleted", depending on the watch timing
     assert re.search(rf"locale pod {victim} (is terminating|was deleted|was replaced)[^\n]*; relaunching when all "
                      "locales are Ready again", logs), logs[-3000:]
-    wait_for("the relaunched stand-in's launch report", lambda: logs_have_reports(kube, ns, 2), timeout=60)
+    # GASNet itself ended the job: amudprun aborts it when a node's connection drops (exit 255), or the
+    # locale's ssh failing kills amudprun (SIGTERM)
+    wait_for("the relaunched GASNet job's locale table", lambda: logs_have_reports(kube, ns, 2), timeout=60)
     report = launch_report(kube.logs(ns, SERVER_POD, "server"))
-    assert report["spawner"]["servers"][2] == replacement.status.pod_ip, "relaunched on the replacement's IP"
+    assert report["locales"][2]["sshAddress"] == replacement.status.pod_ip, "relaunched on the replacement's IP"
+    assert report["locales"][2]["name"] == victim
 
 
 def logs_have_reports(kube: Kube, ns: str, count: int) -> bool:

@@ -191,7 +191,12 @@ def test_launch_over_real_ssh_to_the_bootstraps_sshd(arkouda_rootfs: Path, arkou
     assert rc == 0, out
     passed = sorted((int(m.group(1)), m.group(6), m.group(7)) for m in BARRIER.finditer(out))
     assert passed == [(0, "1000", "127.0.0.1"), (1, "1000", "127.0.0.1")], out  # both started through sshd
-    assert [loc["sshAddress"] for loc in locales_report(out)["locales"]] == ["127.0.0.1", "127.0.0.1"]
+    report = locales_report(out)
+    assert [loc["sshAddress"] for loc in report["locales"]] == ["127.0.0.1", "127.0.0.1"]
+    # what amudprun was given, as locale 0 received it through Chapel's -E options
+    assert report["spawner"]["GASNET_SSH_CMD"] == "/bin/sh /tmp/state/gasnet-ssh-pinned"
+    assert report["spawner"]["GASNET_SSH_OPTIONS"] == "-F /tmp/pinned.conf"
+    assert report["spawner"]["GASNET_MASTERIP"] == "127.0.0.1"
     assert "client: numLocales=2" in out
 
     rc, out = cases["wrong-pin"]

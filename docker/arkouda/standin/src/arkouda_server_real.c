@@ -285,8 +285,18 @@ int main(int argc, char **argv) {
   }
 
   char *json = locales_json(n, 1);
-  printf("ARKOUDA-STANDIN-GASNET-LOCALES {\"numLocales\":%u,\"locales\":%s}\n", (unsigned)n, json);
+  printf("ARKOUDA-STANDIN-GASNET-LOCALES {\"numLocales\":%u,\"locales\":%s,\"spawner\":{", (unsigned)n, json);
   free(json);
+  /* The launcher's spawner settings (from Chapel's -E options, i.e. what amudprun was given). */
+  static const char *const spawner_env[] = {"GASNET_SPAWNFN", "GASNET_SSH_SERVERS", "GASNET_SSH_CMD",
+                                            "GASNET_SSH_OPTIONS", "GASNET_SSH_REMOTE_PATH", "GASNET_MASTERIP"};
+  for (size_t i = 0; i < sizeof spawner_env / sizeof spawner_env[0]; i++) {
+    const char *v = getenv(spawner_env[i]);
+    printf("%s\"%s\":", i ? "," : "", spawner_env[i]);
+    if (v) json_str(stdout, v);
+    else fputs("null", stdout);
+  }
+  printf("}}\n");
   fflush(stdout);
 
   atexit(kill_child_at_exit);
