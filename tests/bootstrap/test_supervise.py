@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -243,3 +244,52 @@ def test_monitor_survives_api_errors_without_killing_the_program() -> None:
     finally:
         monitor.stop()
     assert lost == ["locale pod r-0 was deleted"]
+
+
+def test_a_launcher_that_exits_before_the_watch_sees_the_loss_still_counts_as_a_lost_locale(tmp_path: Path) -> None:
+    """amudprun ends the job by itself when a locale's ssh session drops, often before the pod's deletion reaches
+    the watch: the failed exit must still come out as a lost locale (relaunch in place), not a program failure."""
+    locales = [make_pod("r-0", ip="10.0.0.1"), make_pod("r-1", ip="10.0.0.2")]
+    api = FakeKube(block=True)
+    for p in locales:
+        api.pods[p.name] = p
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=5)
+    marker = tmp_path / "exited"
+    reported: list[str] = []
+
+    def started(pid: int) -> None:
+        def later() -> None:
+            deadline = time.monotonic() + 30
+            while not marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.3)  # the deletion arrives after the launcher is gone
+            api.script(api.event("DELETED", locales[1]))
+
+        threading.Thread(target=later, daemon=True).start()
+
+    exits_255 = f"import pathlib, sys; pathlib.Path({str(marker)!r}).write_text('x'); sys.exit(255)"
+    outcome = run_supervised(
+        [PY, "-c", exits_255],
+        env=os.environ,
+        monitor=monitor,
+        settle_seconds=10,
+        on_started=started,
+        on_lost=reported.append,
+    )
+    assert (outcome.exit_code, outcome.lost_reason) == (255, "locale pod r-1 was deleted")
+    assert reported == ["locale pod r-1 was deleted"]
+
+
+def test_a_failed_exit_without_a_lost_locale_is_the_programs_own_after_the_settle_window() -> None:
+    locales = [make_pod("r-0", ip="10.0.0.1")]
+    api = FakeKube(block=True)
+    api.pods["r-0"] = locales[0]
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=1)
+    t0 = time.monotonic()
+    outcome = run_supervised([PY, "-c", "raise SystemExit(3)"], env=os.environ, monitor=monitor, settle_seconds=0.5)
+    assert (outcome.exit_code, outcome.lost_reason) == (3, None)
+    assert time.monotonic() - t0 < 5
+    # a clean exit does not wait at all
+    t0 = time.monotonic()
+    assert run_supervised([PY, "-c", "pass"], env=os.environ, monitor=monitor, settle_seconds=30).exit_code == 0
+    assert time.monotonic() - t0 < 5

@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 DEFAULT_GRACE_SECONDS = 10.0
+# A launcher such as amudprun ends the whole job by itself when a locale dies (its ssh session drops), often
+# before the pod's deletion or NotReady reaches our watch: after a failed exit the monitor gets this long to
+# name a lost locale, so that the exit counts as a loss (relaunch in place) rather than a failure of the program.
+DEFAULT_SETTLE_SECONDS = 15.0
 
 
 def lost_reason(tracked: PodInfo, event_type: str, pod: PodInfo | None) -> str | None:
@@ -134,10 +138,14 @@ def run_supervised(
     env: Mapping[str, str],
     monitor: LocaleMonitor | None = None,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
     on_started: Callable[[int], None] | None = None,
     on_lost: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Start `argv`, forward SIGTERM/SIGINT to it, wait; on a lost locale terminate it (grace, then SIGKILL)."""
+    """Start `argv`, forward SIGTERM/SIGINT to it, wait; on a lost locale terminate it (grace, then SIGKILL).
+
+    A failed exit that no signal explains waits up to `settle_seconds` for the monitor: a locale lost just before
+    (the launcher noticed first) still makes the outcome a lost locale."""
     started: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []  # signals that arrived before the child existed
 
@@ -164,6 +172,7 @@ def run_supervised(
     for signum in pending:
         forward(signum, None)
     lost: list[str] = []
+    lost_seen = threading.Event()
     lock = threading.Lock()
 
     def terminate(reason: str) -> None:
@@ -171,6 +180,12 @@ def run_supervised(
             if lost:
                 return
             lost.append(reason)
+        lost_seen.set()
+        if child.poll() is not None:
+            log.error("%s (the program had already exited)", reason)
+            if on_lost is not None:
+                on_lost(reason)
+            return
         log.error("%s: terminating pid %d (grace %gs)", reason, child.pid, grace_seconds)
         if on_lost is not None:
             on_lost(reason)
@@ -189,6 +204,15 @@ def run_supervised(
         if monitor is not None:
             monitor.start(terminate)
         returncode = child.wait()
+        if returncode != 0 and monitor is not None and not received and not lost_seen.is_set():
+            log.info(
+                "pid %d exited with status %d; waiting up to %gs for the locale monitor to tell whether a locale "
+                "was lost",
+                child.pid,
+                exit_status(returncode),
+                settle_seconds,
+            )
+            lost_seen.wait(settle_seconds)
     finally:
         if monitor is not None:
             monitor.stop()
