@@ -4,7 +4,9 @@ For each N, N `ssh -F <cfg> <host> true` run in parallel, one per distinct loopb
 spawner does, through the `ssh` wrapper the bootstrap writes for them. Client CPU is the reaped children's
 rusage delta (plus, for the pre-warm variant, the CPU the background ControlMasters spend serving the fan-out,
 read from /proc); server CPU is the sshd's own plus its per-connection children's. Variants run back to
-back inside each repeat so a ratio compares measurements taken under the same machine load.
+back inside each repeat so a ratio compares measurements taken under the same machine load. The server's
+pre-launch probe of the same N hosts (`probe.py`) runs in each repeat too, so its client CPU per host is set
+against `ours`, the launcher's own OpenSSH cost, from the same run.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from arkouda_bench import probe
 from arkouda_bench.proc import children_cpu, pid_cpu
 from arkouda_bench.results import Row
 from arkouda_bench.sshconfig import DEFAULT, OURS, PREWARM, VARIANTS, ClientConfig, write_client_configs
@@ -133,10 +136,23 @@ def run(
             for variant, cfg in configs.items():
                 (keep_configs / f"ssh_config.{variant}").write_text(cfg.path.read_text())
         _run_parallel([[str(configs[OURS].wrapper), "127.0.0.1", "true"]], what="warm-up")
+        probe.probe_hosts(server.client, ["127.0.0.1"])  # imports paramiko outside the measurement
         for n in host_counts:
             hosts = loopback_hosts(n)
-            samples: dict[str, list[Sample]] = {v: [] for v in VARIANTS}
+            samples: dict[str, list[Sample]] = {v: [] for v in (*VARIANTS, probe.PROBE)}
             for rep in range(repeats):
+                wall, client, server_cpu = probe.measure(server, hosts)
+                samples[probe.PROBE].append(Sample(wall_s=wall, client_cpu_s=client, server_cpu_s=server_cpu))
+                log.info(
+                    "N=%d rep %d/%d %-15s wall %.2f s, client CPU %.1f ms/host, server CPU %.1f ms/host",
+                    n,
+                    rep + 1,
+                    repeats,
+                    probe.PROBE,
+                    wall,
+                    1000 * client / n,
+                    1000 * server_cpu / n,
+                )
                 for variant in VARIANTS:
                     s = fan_out(server, configs[variant], hosts)
                     samples[variant].append(s)
@@ -156,7 +172,7 @@ def run(
 
 def _rows_for(n: int, samples: dict[str, list[Sample]], *, command: str) -> list[Row]:
     rows: list[Row] = []
-    for variant in VARIANTS:
+    for variant in (*VARIANTS, probe.PROBE):
         ss = samples[variant]
         case = f"N={n} {variant}"
         if variant == PREWARM:
@@ -238,6 +254,20 @@ def _rows_for(n: int, samples: dict[str, list[Sample]], *, command: str) -> list
                 d.wall_s / max(o.wall_s, 1e-9) for d, o in zip(samples[DEFAULT], samples[OURS], strict=True)
             ],
             note="per repeat, same run",
+        )
+    )
+    rows.append(
+        Row.measured(
+            group=GROUP,
+            case=f"N={n} {probe.PROBE} / {OURS}",
+            metric="client CPU/host ratio",
+            unit="x",
+            command=command,
+            values=[
+                p.client_cpu_s / max(o.client_cpu_s, 1e-9)
+                for p, o in zip(samples[probe.PROBE], samples[OURS], strict=True)
+            ],
+            note="per repeat, same run; goal <= 0.5",
         )
     )
     return rows

@@ -31,6 +31,9 @@ COMMAND = "true"
 # paramiko knows the @libssh.org one). Offering nothing else keeps a costlier exchange from being negotiated.
 KEX_ALGORITHMS = ("curve25519-sha256@libssh.org",)
 HOST_KEY_ALGORITHMS = (KEY_TYPE,)
+# paramiko's own order puts aes-ctr with an HMAC first; the locales offer AES-GCM (config.DEFAULT_CIPHERS), which
+# needs no separate MAC. The others stay available for an sshd tuned to them.
+PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 KEYS_HINT = (
     "global.sshKexAlgorithms must keep curve25519-sha256 and global.sshCiphers one of "
     "aes128-gcm@openssh.com,aes256-gcm@openssh.com,aes128-ctr,aes256-ctr"
@@ -104,6 +107,7 @@ def probe(
     options = transport.get_security_options()
     options.kex = KEX_ALGORITHMS
     options.key_types = HOST_KEY_ALGORITHMS
+    options.ciphers = (*PREFERRED_CIPHERS, *(c for c in options.ciphers if c not in PREFERRED_CIPHERS))
     transport.banner_timeout = timeout
     transport.auth_timeout = timeout
     # paramiko bounds the handshake, auth and channel open, but not the wait for the exec reply: closing the
