@@ -73,6 +73,14 @@ def test_install_with_authentication(kube: Kube, ns: str) -> None:
     log.info("helm install --wait (authenticate) took %.1fs", time.monotonic() - t0)
     token = secret_field(kube, ns, "token")
     assert token == token.strip() and len(token) >= 32, "the keygen token has no line end or padding"
+    # metrics off: no daemon flag, no exporter, no metrics port anywhere
+    server = kube.core.read_namespaced_pod(SERVER_POD, ns)
+    assert [c.name for c in server.spec.containers] == ["sshd", "server"]
+    args = next(c.args for c in server.spec.containers if c.name == "server")
+    assert not any("daemonTypes" in a for a in args), args
+    assert not any(e.name == "METRICS_SERVER_PORT" for c in server.spec.containers for e in c.env or [])
+    svc = kube.core.read_namespaced_service(f"{RELEASE}-arkouda-server", ns)
+    assert [p.name for p in svc.spec.ports] == ["arkouda"]
     logs = kube.logs(ns, SERVER_POD, "server")
     assert "wrote this launch's Arkouda token to /var/lib/arkouda/.arkouda/tokens.txt" in logs, logs[-3000:]
 

@@ -1,9 +1,9 @@
 """Arkouda mode on the real local node: install, contract, security, recovery, upgrade, uninstall.
 
 The tests of this module run top to bottom against one release (pytest keeps file order); each asserts one
-claim the README makes. The image runs the stand-in for arkouda_server (a test double for the Chapel binary,
-docker/arkouda/standin/) which does what amudprun's SSH spawner does, so the launch path itself is real:
-real pods, real sshd, real ssh with our config, real GASNet-style environment.
+claim the README makes. The launch path is the real one: GASNet-EX's amudprun spawns every locale over our
+pinned ssh into the pods' sshd, and each joins a real GASNet udp job (active messages, a barrier). Only what
+Arkouda's Chapel code does after that is a stand-in (docker/arkouda/standin/, named in every reply).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import base64
 import json
 import logging
 import re
+import subprocess
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -109,6 +111,9 @@ def test_arkouda_launch_contract(kube: Kube, ns: str) -> None:
     assert spawner["GASNET_MASTERIP"] == server.status.pod_ip
     assert re.fullmatch(r"/bin/sh \S+/gasnet-ssh", spawner["GASNET_SSH_CMD"]), spawner["GASNET_SSH_CMD"]
     assert re.fullmatch(r"-F \S+/ssh_config", spawner["GASNET_SSH_OPTIONS"]), spawner["GASNET_SSH_OPTIONS"]
+    # every locale's working directory is the writable emptyDir, where Arkouda creates .arkouda/ at start (a
+    # read-only directory would have halted the program before it listened)
+    assert spawner["GASNET_SSH_REMOTE_PATH"] == "/var/lib/arkouda"
     for i, loc in enumerate(report["locales"]):
         assert loc["id"] == i
         where = loc["sshAddress"]
@@ -121,6 +126,43 @@ def test_helm_test_passes(ns: str) -> None:
     proc = helm("test", RELEASE, "-n", ns, "--timeout", "5m", timeout=400)
     print(proc.stdout)
     assert re.search(r"Phase:\s+Succeeded", proc.stdout), proc.stdout
+
+
+def scrape(ns: str) -> str:
+    """GET /metrics of the exporter through the Service (kubectl port-forward on a free local port)."""
+    proc = subprocess.Popen(["kubectl", "-n", ns, "port-forward", f"svc/{RELEASE}-arkouda-server", ":9556"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert m, f"kubectl port-forward said: {line!r}"
+        with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/metrics", timeout=30) as resp:
+            return str(resp.read().decode())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def sample(text: str, name: str) -> float:
+    m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    assert m, f"no sample {name} in /metrics:\n{text[:3000]}"
+    return float(m.group(1))
+
+
+def test_metrics_reach_prometheus_through_the_service(kube: Kube, ns: str) -> None:
+    """The exporter sidecar serves Arkouda's metrics in the Prometheus format on the Service's metrics port, and
+    a counter moves with client requests; the ZeroMQ metrics socket itself is not on the Service."""
+    svc = kube.core.read_namespaced_service(f"{RELEASE}-arkouda-server", ns)
+    assert {(p.name, p.port) for p in svc.spec.ports} == {("arkouda", 5555), ("metrics", 9556)}
+    before = scrape(ns)
+    assert sample(before, "arkouda_exporter_last_poll_ok") == 1.0, before[:3000]
+    assert sample(before, "arkouda_locales") == 3.0
+    requests_before = sample(before, "arkouda_requests_total")
+    proc = helm("test", RELEASE, "-n", ns, "--timeout", "5m", timeout=400)  # a client's handshake: 3 requests
+    assert re.search(r"Phase:\s+Succeeded", proc.stdout), proc.stdout
+    after = scrape(ns)
+    assert sample(after, "arkouda_requests_total") >= requests_before + 3, "the request counter did not move"
 
 
 def test_release_records_hold_no_private_key(kube: Kube, ns: str) -> None:
