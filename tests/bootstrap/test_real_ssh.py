@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import paramiko
 import pytest
@@ -29,6 +30,33 @@ def client_key(data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
     path.write_bytes(data[keys.CLIENT_KEY])
     path.chmod(0o600)
     return ssh.load_client_key(path)
+
+
+class BackgroundProbe:
+    """ssh.probe_all of one host on a thread with a long retry budget, while the test changes the sshd under it."""
+
+    def __init__(self, caplog: pytest.LogCaptureFixture, **probe_all: object) -> None:
+        self.caplog = caplog
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, kwargs=probe_all)
+        self.thread.start()
+
+    def _run(self, **probe_all: Any) -> None:
+        try:
+            ssh.probe_all(timeout=5, policy=ssh.RetryPolicy(attempts=30, initial_delay=0.1, max_delay=0.3), **probe_all)
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def wait_for_log(self, text: str, *, seconds: float = 20) -> None:
+        deadline = time.monotonic() + seconds
+        while text not in self.caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert text in self.caplog.text, self.caplog.text
+
+    def join(self) -> list[BaseException]:
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+        return self.errors
 
 
 @pytest.fixture
@@ -192,29 +220,16 @@ def test_probe_waits_for_a_pod_to_roll_onto_the_rotated_host_key(
         port=port,
     )
     sshds.append(old_sshd)
-    errors: list[BaseException] = []
-
-    def probe() -> None:
-        try:
-            ssh.probe_all(
-                [ssh.Host("127.0.0.1", "arkouda-locale-1")],
-                port=port,
-                user=test_user.pw_name,
-                client_key=client_key(secret_data, tmp_path),
-                pinned=keys.pinned_host_key(new[keys.KNOWN_HOSTS].decode()),
-                retired=keys.retired_host_keys(keys.retire_host_key(secret_data).decode()),
-                timeout=5,
-                policy=ssh.RetryPolicy(attempts=30, initial_delay=0.1, max_delay=0.3),
-            )
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=probe)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while "has not rolled onto them yet" not in caplog.text and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "serves an older host key of this release" in caplog.text, caplog.text
+    probe = BackgroundProbe(
+        caplog,
+        hosts=[ssh.Host("127.0.0.1", "arkouda-locale-1")],
+        port=port,
+        user=test_user.pw_name,
+        client_key=client_key(secret_data, tmp_path),
+        pinned=keys.pinned_host_key(new[keys.KNOWN_HOSTS].decode()),
+        retired=keys.retired_host_keys(keys.retire_host_key(secret_data).decode()),
+    )
+    probe.wait_for_log("serves an older host key of this release")
     old_sshd.stop()
     sshds.append(
         start_locale(
@@ -226,9 +241,7 @@ def test_probe_waits_for_a_pod_to_roll_onto_the_rotated_host_key(
             wait=False,
         )
     )
-    thread.join(timeout=60)
-    assert not thread.is_alive()
-    assert errors == [], (shared_dir / f"locale-{port}.log").read_text()
+    assert probe.join() == [], (shared_dir / f"locale-{port}.log").read_text()
     assert "all 1 hosts answered" in caplog.text
 
 
@@ -263,29 +276,16 @@ def test_probe_retries_until_sshd_listens(
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
     port = free_port()
     secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
-    errors: list[BaseException] = []
-
-    def probe() -> None:
-        try:
-            ssh.probe_all(
-                [ssh.Host("127.0.0.1", "arkouda-locale-0")],
-                port=port,
-                user=test_user.pw_name,
-                client_key=client_key(secret_data, tmp_path),
-                pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
-                timeout=5,
-                policy=ssh.RetryPolicy(attempts=30, initial_delay=0.1, max_delay=0.3),
-            )
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=probe)
-    thread.start()
+    probe = BackgroundProbe(
+        caplog,
+        hosts=[ssh.Host("127.0.0.1", "arkouda-locale-0")],
+        port=port,
+        user=test_user.pw_name,
+        client_key=client_key(secret_data, tmp_path),
+        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+    )
     # start sshd only after the probe has failed at least once (connection refused)
-    deadline = time.monotonic() + 20
-    while "attempt 2/30" not in caplog.text and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "attempt 2/30" in caplog.text, caplog.text
+    probe.wait_for_log("attempt 2/30")
     sshds.append(
         start_locale(
             uid=test_user.pw_uid,
@@ -296,9 +296,7 @@ def test_probe_retries_until_sshd_listens(
             wait=False,
         )
     )
-    thread.join(timeout=60)
-    assert not thread.is_alive()
-    assert errors == []
+    assert probe.join() == []
     assert "Connection refused" in caplog.text or "connect to" in caplog.text
     assert "all 1 hosts answered" in caplog.text
 
