@@ -139,8 +139,15 @@ def test_a_wrong_token_meets_arkoudas_refusal_and_the_release_recovers(kube: Kub
 
     text = wait_for("the server's refusal in its log", halted, timeout=120)
     assert "token not-the-token does not match server token" in text
+    # the halted program's exit ends the bootstrap too; the kubelet restarts the server container
     t0 = time.monotonic()
-    wait_for("the server Ready again", lambda: all_ready(2)(kube.pods(ns, RELEASE_SEL)) or None, timeout=240)
+
+    def restarted_and_ready() -> bool | None:
+        pod = kube.core.read_namespaced_pod(SERVER_POD, ns)
+        count = next(c.restart_count for c in pod.status.container_statuses if c.name == "server")
+        return (count > restarts and all_ready(2)(kube.pods(ns, RELEASE_SEL))) or None
+
+    wait_for("the server container restarted and Ready again", restarted_and_ready, timeout=240)
     log.info("release Ready again %.1fs after the refusal", time.monotonic() - t0)
     token = secret_field(kube, ns, "token").decode()
     with port_forward(ns) as port:
