@@ -12,7 +12,10 @@ CHART_SUBCHARTS := $(CHART_DIR)/charts/arkouda-locale $(CHART_DIR)/charts/arkoud
 CHART_VALUES := $(sort $(wildcard $(REPO_ROOT)/values/*.yaml))
 HELM_TOOLS_MOD := $(REPO_ROOT)/hack/tools
 HELM_TOOLS_HASH := $(shell cat $(HELM_TOOLS_MOD)/go.mod $(HELM_TOOLS_MOD)/go.sum $(sort $(wildcard $(HELM_TOOLS_MOD)/cmd/*/*.go)) 2>/dev/null | sha256sum | cut -c1-12)
-HELM_TOOLS_DIR := $(CACHE_DIR)/helm-$(HELM_VERSION)-unittest-$(HELM_UNITTEST_VERSION)-$(HELM_TOOLS_HASH)
+HELM_TOOLS_DIR := $(CACHE_DIR)/helm-$(HELM_VERSION)-unittest-$(HELM_UNITTEST_VERSION)-ct-$(CT_VERSION)-$(HELM_TOOLS_HASH)
+# ct's yamllint rules and Chart.yaml schema, copied from the module it was built from (ct lint needs both files).
+CT_ETC := $(HELM_TOOLS_DIR)/ct-etc
+CT_FLAGS = --config $(REPO_ROOT)/ct.yaml --lint-conf $(CT_ETC)/lintconf.yaml --chart-yaml-schema $(CT_ETC)/chart_schema.yaml
 HELM_HOME := $(CACHE_DIR)/helm-home
 export HELM_CONFIG_HOME := $(HELM_HOME)/config
 export HELM_CACHE_HOME := $(HELM_HOME)/cache
@@ -23,10 +26,18 @@ TOOLS_TARGETS += tools-helm
 LINT_TARGETS += lint-charts
 TEST_TARGETS += test-charts
 
-.PHONY: tools-helm lint-charts test-charts update-chart-snapshots chart-docs
+.PHONY: tools-helm lint-charts test-charts update-chart-snapshots chart-docs package
+CHART_VERSION = $(shell sed -n 's/^version: *//p' $(CHART_DIR)/Chart.yaml)
+PACKAGE_DIR := $(REPO_ROOT)/_out/charts
 
-tools-helm: $(HELM_TOOLS_DIR)/.done ## Build pinned helm, helm-unittest (plugin) and psscheck into the tools cache
+package: tools-helm ## Package the chart into _out/charts/arkouda-<version>.tgz (what a chart repository or OCI registry serves)
+	@mkdir -p $(PACKAGE_DIR) && helm package $(CHART_DIR) -d $(PACKAGE_DIR) >/dev/null
+	@echo "package: $(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz (push: helm push $(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz oci://<registry>/<repo>)"
+
+
+tools-helm: $(HELM_TOOLS_DIR)/.done ## Build pinned helm, helm-unittest (plugin), chart-testing (ct) and psscheck into the tools cache
 	@ln -sfn $(HELM_TOOLS_DIR)/helm $(BIN)/helm
+	@ln -sfn $(HELM_TOOLS_DIR)/ct $(BIN)/ct
 	@ln -sfn $(HELM_TOOLS_DIR)/helm-unittest $(BIN)/helm-unittest
 	@ln -sfn $(HELM_TOOLS_DIR)/psscheck $(BIN)/psscheck
 	@echo "tools-helm: $$(helm version --short), helm unittest $$(helm plugin list | awk '$$1 == "unittest" {print $$2}')"
@@ -37,6 +48,8 @@ $(HELM_TOOLS_DIR)/.done:
 	  echo "tools-helm: hack/tools/go.mod does not require helm.sh/helm/v3 $(HELM_VERSION) (HELM_VERSION in hack/versions.env); run: cd hack/tools && go get -tool helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && go mod tidy" >&2; exit 1; }
 	@grep -qE '^\s*github\.com/helm-unittest/helm-unittest $(HELM_UNITTEST_VERSION)( |$$)' $(HELM_TOOLS_MOD)/go.mod || { \
 	  echo "tools-helm: hack/tools/go.mod does not require github.com/helm-unittest/helm-unittest $(HELM_UNITTEST_VERSION) (HELM_UNITTEST_VERSION in hack/versions.env); run: cd hack/tools && go get -tool github.com/helm-unittest/helm-unittest/cmd/helm-unittest@$(HELM_UNITTEST_VERSION) && go mod tidy" >&2; exit 1; }
+	@grep -qE '^\s*github\.com/helm/chart-testing/v3 $(CT_VERSION)( |$$)' $(HELM_TOOLS_MOD)/go.mod || { \
+	  echo "tools-helm: hack/tools/go.mod does not require github.com/helm/chart-testing/v3 $(CT_VERSION) (CT_VERSION in hack/versions.env); run: cd hack/tools && go get -tool github.com/helm/chart-testing/v3/ct@$(CT_VERSION) && go mod tidy" >&2; exit 1; }
 	@command -v go >/dev/null || { echo "tools-helm: no 'go' on PATH (Go >= 1.26 builds helm $(HELM_VERSION))" >&2; exit 1; }
 	@echo "tools-helm: building helm $(HELM_VERSION) and helm-unittest $(HELM_UNITTEST_VERSION) into $(HELM_TOOLS_DIR) (several minutes on 2 cores)"
 	@mkdir -p $(BIN) $(HELM_HOME) && rm -rf $(HELM_TOOLS_DIR).tmp && mkdir -p $(HELM_TOOLS_DIR).tmp
@@ -46,8 +59,14 @@ $(HELM_TOOLS_DIR)/.done:
 	  go build -mod=readonly -trimpath -o $(HELM_TOOLS_DIR).tmp/ -ldflags "-s -w \
 	    -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
 	    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$$kmaj -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$kmin \
-	    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$$kmaj -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$kmin" \
-	    helm.sh/helm/v3/cmd/helm github.com/helm-unittest/helm-unittest/cmd/helm-unittest ./cmd/psscheck; \
+	    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$$kmaj -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$kmin \
+	    -X github.com/helm/chart-testing/v3/ct/cmd.Version=$(CT_VERSION)" \
+	    helm.sh/helm/v3/cmd/helm github.com/helm-unittest/helm-unittest/cmd/helm-unittest \
+	    github.com/helm/chart-testing/v3/ct ./cmd/psscheck; \
+	  mkdir -p $(HELM_TOOLS_DIR).tmp/ct-etc; \
+	  cp "$$(go list -m -f '{{.Dir}}' github.com/helm/chart-testing/v3)"/etc/lintconf.yaml \
+	     "$$(go list -m -f '{{.Dir}}' github.com/helm/chart-testing/v3)"/etc/chart_schema.yaml $(HELM_TOOLS_DIR).tmp/ct-etc/; \
+	  chmod 0644 $(HELM_TOOLS_DIR).tmp/ct-etc/*; \
 	  echo "tools-helm: built in $$(( $$(date +%s) - start ))s (default Kubernetes version for templates: v$$kmaj.$$kmin)"
 	@# helm-unittest as a helm plugin without its download hooks: our binary plus a plugin.yaml naming it.
 	@mkdir -p $(HELM_TOOLS_DIR).tmp/plugins/unittest
@@ -68,6 +87,16 @@ lint-charts: venv ## helm lint --strict, helm template and Pod Security "restric
 	  $(VENV)/bin/ruff format --check --config docker/ruff.toml $(CHART_PY) && \
 	  MYPYPATH=docker/arkouda/standin/lib $(VENV)/bin/mypy --strict --python-version 3.11 --no-incremental $(CHART_PY)
 	@$(REPO_ROOT)/hack/tools/lint-charts.sh $(CHART_DIR) $(CHART_VALUES)
+	@# The package users install: it renders on its own, carries the helm test scripts, and no test suites.
+	@$(MAKE) -s package >/dev/null && tgz=$(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz \
+	  && helm template lint $$tgz --namespace lint >/dev/null && listing=$$(tar -tzf $$tgz) \
+	  && grep -qx 'arkouda/files/helm-test-arkouda.py' <<<"$$listing" \
+	  && ! grep -qE '^arkouda/(charts/[^/]+/)?(tests|ci)/' <<<"$$listing" \
+	  && echo "lint-charts: ok   helm package: $$tgz renders, has files/, no tests/ or ci/" \
+	  || { echo "lint-charts: FAIL helm package (make package; tar -tzf $(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz)" >&2; exit 1; }
+	@mkdir -p $(REPO_ROOT)/_out && cd $(REPO_ROOT) && ct lint $(CT_FLAGS) >$(REPO_ROOT)/_out/ct-lint.log 2>&1 \
+	  && echo "lint-charts: ok   ct lint (yamllint, Chart.yaml schema, helm lint with every ci/*-values.yaml)" \
+	  || { cat $(REPO_ROOT)/_out/ct-lint.log >&2; echo "lint-charts: FAIL ct lint" >&2; exit 1; }
 	@$(PY) $(REPO_ROOT)/hack/tools/chart-docs.py --check $(CHART_DIR) && echo "lint-charts: ok   README values reference up to date"
 
 test-charts: ## helm-unittest suites of the umbrella chart and both subcharts

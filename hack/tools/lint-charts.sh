@@ -20,6 +20,13 @@ for c in "$chart" "$chart"/charts/*/; do
     fail=1
   fi
 done
+# The Artifact Hub image list names the images at that same tag.
+while read -r ref; do
+  if [ "${ref##*:}" != "$IMAGE_TAG" ]; then
+    echo "lint-charts: $chart/Chart.yaml artifacthub.io/images lists $ref, expected the tag IMAGE_TAG=$IMAGE_TAG" >&2
+    fail=1
+  fi
+done < <(sed -n 's/^ *image: *\([^ ]*\) *$/\1/p' "$chart/Chart.yaml")
 
 python3 - "$chart" <<'PY' || fail=1
 import json, sys, pathlib
