@@ -7,13 +7,14 @@ BENCH_REPEATS ?= 3
 BENCH_FANOUT_HOSTS ?= 16,64,256
 BENCH_SCALE_LOCALES ?= 8,64,256,1024
 BENCH_PROFILE_N ?= 1024
+BENCH_LAUNCH_LOCALES ?= 2,8,32
 BENCH_PY = PYTHONPATH=$(REPO_ROOT)/bench/src:$(PYTHONPATH) $(PY) -m arkouda_bench --results-dir $(RESULTS_DIR) --repo-root $(REPO_ROOT)
 
-BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-report
+BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-report
 LINT_TARGETS += lint-bench
 TEST_TARGETS += test-bench
 
-.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-report lint-bench test-bench
+.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-report lint-bench test-bench
 
 bench-start: venv
 	@rm -rf $(RESULTS_DIR)/parts
@@ -35,6 +36,17 @@ bench-cluster: venv ## Issue 6 rows 2-4 on the local node: helm install phases, 
 	else \
 	  reason="$$(grep -v '^make' $(RESULTS_DIR)/cluster-prepare.log | tail -n 1)"; \
 	  $(BENCH_PY) cluster --not-run "make e2e-prepare mpi-demo-host failed: $$reason (see $(RESULTS_DIR)/cluster-prepare.log)"; \
+	fi
+
+# The real launcher (GASNet-EX's amudprun) at BENCH_LAUNCH_LOCALES on the local node, same guard as above.
+bench-launch: venv ## amudprun start → all locales past the GASNet barrier, ssh client CPU per host (BENCH_LAUNCH_LOCALES)
+	@mkdir -p $(RESULTS_DIR)
+	@echo "bench-launch: make e2e-prepare (log: $(RESULTS_DIR)/launch-prepare.log)"
+	@if $(MAKE) e2e-prepare > $(RESULTS_DIR)/launch-prepare.log 2>&1; then \
+	  KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(BENCH_PY) launch --locales $(BENCH_LAUNCH_LOCALES) --repeats $(BENCH_REPEATS); \
+	else \
+	  reason="$$(grep -v '^make' $(RESULTS_DIR)/launch-prepare.log | tail -n 1)"; \
+	  $(BENCH_PY) launch --locales $(BENCH_LAUNCH_LOCALES) --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/launch-prepare.log)"; \
 	fi
 
 bench-report: venv ## Merge the bench parts into $(RESULTS_DIR)/bench.{csv,json} and print the table

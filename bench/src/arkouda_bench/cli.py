@@ -86,6 +86,30 @@ def _parser() -> argparse.ArgumentParser:
         help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
     )
 
+    la = sub.add_parser(
+        "launch",
+        help="the real launcher on the local node: amudprun start → all locales past the GASNet barrier",
+    )
+    la.add_argument(
+        "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
+    )
+    la.add_argument("--locales", type=_ints, default=[2, 8, 32], help="numLocales N (default 2,8,32)")
+    la.add_argument("--repeats", type=_positive, default=3)
+    la.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra helm --set for every release (e.g. lower locale.resources.requests.cpu to fit N)",
+    )
+    la.add_argument(
+        "--not-run",
+        metavar="REASON",
+        default="",
+        help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
+    )
+
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(
         "--markdown", action="store_true", help="print the table as Markdown (for bench/README.md)"
@@ -143,9 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.write_part(results_dir, "scale", rows, facts=facts)
             print(results.render_table(rows))
             return 0
-        if args.part == "cluster":
-            rows = _cluster_rows(args, command)
-            results.write_part(results_dir, "cluster", rows, facts=facts)
+        if args.part in ("cluster", "launch"):
+            rows = (_cluster_rows if args.part == "cluster" else _launch_rows)(args, command)
+            results.write_part(results_dir, args.part, rows, facts=facts)
             print(results.render_table(rows))
             return 0
         if args.part == "report":
@@ -168,6 +192,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench {args.part}: {exc}", file=sys.stderr)
         return 1
     raise AssertionError(f"unhandled part {args.part}")
+
+
+def _kubeconfig_reason(args: argparse.Namespace) -> tuple[Path | None, str]:
+    """The kubeconfig to use, or why the cluster rows cannot run (empty when they can)."""
+    kubeconfig: Path | None = args.kubeconfig or (
+        Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None
+    )
+    reason: str = args.not_run
+    if not reason and kubeconfig is None:
+        reason = "no kubeconfig (set KUBECONFIG or --kubeconfig; make cluster-up)"
+    if not reason and kubeconfig is not None and not kubeconfig.is_file():
+        reason = f"kubeconfig {kubeconfig} missing (make cluster-up)"
+    for tool in ("helm", "kubectl"):
+        if not reason and shutil.which(tool) is None:
+            reason = f"{tool} not on PATH (make tools)"
+    return kubeconfig, reason
+
+
+def _launch_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
+    from arkouda_bench import launch  # noqa: PLC0415 - needs the kubernetes client only here
+
+    kubeconfig, reason = _kubeconfig_reason(args)
+    if reason or kubeconfig is None:
+        return [launch.not_run_row(n, reason, command) for n in args.locales]
+    try:
+        return launch.run(
+            kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), locale_counts=args.locales,
+            repeats=args.repeats, sets=[x for kv in args.sets for x in ("--set", kv)], command=command,
+        )  # fmt: skip
+    except BenchSetupError:
+        raise
+    except Exception as exc:  # an unreachable cluster is a missing prerequisite, said in one line
+        why = f"cluster not reachable: {type(exc).__name__}: {str(exc)[:200]}"
+        return [launch.not_run_row(n, why, command) for n in args.locales]
 
 
 def _cluster_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
