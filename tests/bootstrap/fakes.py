@@ -35,6 +35,21 @@ class Gate:
 WatchItem = PodEvent | Exception | str | Gate
 
 
+class FakeClock:
+    """Test double of time.monotonic: moves only when advanced (`sleep` is the matching time.sleep)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    sleep = advance
+
+
 def make_pod(
     name: str,
     *,
@@ -168,4 +183,4 @@ class FakeKube:
         return self.secrets.pop((namespace, name), None) is not None
 
 
-__all__ = ["END", "CreatedEvent", "FakeKube", "GoneError", "make_pod"]
+__all__ = ["END", "CreatedEvent", "FakeClock", "FakeKube", "GoneError", "make_pod"]

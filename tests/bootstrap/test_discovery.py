@@ -16,7 +16,7 @@ from arkouda_bootstrap.discovery import (
 )
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
 from arkouda_bootstrap.kube import ContainerState, EventInfo, GoneError, PodCondition
-from fakes import END, FakeKube, make_pod
+from fakes import END, FakeClock, FakeKube, make_pod
 
 UNSCHEDULABLE = (
     PodCondition(
@@ -26,19 +26,6 @@ UNSCHEDULABLE = (
         message="0/3 nodes are available: 3 Insufficient cpu.",
     ),
 )
-
-
-class FakeClock:
-    """Test double of time.monotonic; advanced by the fake's idle watches."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_ordinal_from_label_wins_over_name() -> None:

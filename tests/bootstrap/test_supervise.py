@@ -10,16 +10,35 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from arkouda_bootstrap.kube import GoneError, PodCondition
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.kube import GoneError, PodCondition, PodInfo
 from arkouda_bootstrap.supervise import LocaleMonitor, exit_status, lost_reason, run_supervised
 from fakes import FakeKube, make_pod
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
+
+
+def monitored(*locales: PodInfo, chunk_seconds: int = 1, retry_delay: float = 5.0) -> tuple[FakeKube, LocaleMonitor]:
+    """A blocking FakeKube that holds `locales`, and a LocaleMonitor tracking them."""
+    api = FakeKube(block=True)
+    for pod in locales:
+        api.pods[pod.name] = pod
+    monitor = LocaleMonitor(
+        api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=chunk_seconds, retry_delay=retry_delay
+    )
+    return api, monitor
+
+
+def wait_until(condition: Callable[[], object], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def child_script(tmp_path: Path, body: str) -> list[str]:
@@ -71,9 +90,7 @@ def test_signals_are_forwarded_and_child_code_returned(tmp_path: Path, sig: sign
     # the harness gets its own process group so only it receives our signal (as under tini in a pod)
     harness = subprocess.Popen([PY, "-c", HARNESS, *child, str(marker)], env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while (not marker.exists() or marker.read_text() != "ready") and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: marker.exists() and marker.read_text() == "ready")
         assert marker.read_text() == "ready"
         harness.send_signal(sig)
         assert harness.wait(timeout=30) == 40 + sig
@@ -116,17 +133,12 @@ time.sleep(60)
 
 def test_lost_locale_terminates_child_with_grace_then_sigkill(tmp_path: Path) -> None:
     locales = [make_pod("r-0", ip="10.0.0.1"), make_pod("r-1", ip="10.0.0.2")]
-    api = FakeKube(block=True)
-    for p in locales:
-        api.pods[p.name] = p
-    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=1)
+    api, monitor = monitored(*locales)
     marker = tmp_path / "marker"
     reported: list[str] = []
 
     def started(pid: int) -> None:
-        deadline = time.monotonic() + 30
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(marker.exists)
         api.script(api.event("DELETED", locales[1]))
 
     outcome = run_supervised(
@@ -143,16 +155,11 @@ def test_lost_locale_terminates_child_with_grace_then_sigkill(tmp_path: Path) ->
 
 
 def test_lost_locale_graceful_child_gets_sigterm(tmp_path: Path) -> None:
-    locales = [make_pod("r-0", ip="10.0.0.1")]
-    api = FakeKube(block=True)
-    api.pods["r-0"] = locales[0]
-    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=1)
+    api, monitor = monitored(make_pod("r-0", ip="10.0.0.1"))
     marker = tmp_path / "marker"
 
     def started(pid: int) -> None:
-        deadline = time.monotonic() + 30
-        while (not marker.exists() or marker.read_text() != "ready") and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: marker.exists() and marker.read_text() == "ready")
         api.script(api.event("MODIFIED", make_pod("r-0", ip="10.0.0.99")))
 
     outcome = run_supervised(
@@ -168,18 +175,13 @@ def test_lost_locale_graceful_child_gets_sigterm(tmp_path: Path) -> None:
 
 
 def test_monitor_relists_after_410_and_sees_what_changed() -> None:
-    tracked = make_pod("r-0", ip="10.0.0.1")
-    api = FakeKube(block=True)
-    api.pods["r-0"] = tracked
+    api, monitor = monitored(make_pod("r-0", ip="10.0.0.1"))
     lost: list[str] = []
-    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=[tracked], chunk_seconds=1)
     monitor.start(lost.append)
     try:
         api.pods["r-0"] = make_pod("r-0", ip="10.0.0.1", ready=False)  # changed while the watch was "expired"
         api.script(GoneError("too old"))
-        deadline = time.monotonic() + 10
-        while not lost and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: lost, 10)
     finally:
         monitor.stop()
     assert lost == ["locale pod r-0 turned NotReady (Running: not ready)"]
@@ -188,16 +190,12 @@ def test_monitor_relists_after_410_and_sees_what_changed() -> None:
 
 def test_monitor_ignores_healthy_and_untracked_changes() -> None:
     tracked = make_pod("r-0", ip="10.0.0.1")
-    api = FakeKube(block=True)
-    api.pods["r-0"] = tracked
+    api, monitor = monitored(tracked)
     lost: list[str] = []
-    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=[tracked], chunk_seconds=1)
     monitor.start(lost.append)
     try:
         api.script(api.event("MODIFIED", tracked), api.event("DELETED", make_pod("r-7")))
-        deadline = time.monotonic() + 3
-        while api.watch_script.qsize() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: not api.watch_script.qsize(), 3)
         time.sleep(0.2)
     finally:
         monitor.stop()
@@ -224,23 +222,17 @@ def test_sigterm_during_startup_is_delivered_to_the_child(tmp_path: Path, monkey
 
 def test_monitor_survives_api_errors_without_killing_the_program() -> None:
     """An unreachable API is not a lost locale: the monitor retries and still catches the real loss later."""
-    from arkouda_bootstrap.errors import BootstrapError
-
     tracked = make_pod("r-0", ip="10.0.0.1")
-    api = FakeKube(block=True, fail_with={"list_pods": BootstrapError("cannot reach the Kubernetes API")})
-    api.pods["r-0"] = tracked
+    api, monitor = monitored(tracked, retry_delay=0.1)
+    api.fail_with["list_pods"] = BootstrapError("cannot reach the Kubernetes API")
     lost: list[str] = []
-    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=[tracked], chunk_seconds=1, retry_delay=0.1)
     monitor.start(lost.append)
     try:
-        deadline = time.monotonic() + 10
-        while [c[0] for c in api.calls].count("list_pods") < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: [c[0] for c in api.calls].count("list_pods") >= 2, 10)
         assert lost == []
         del api.fail_with["list_pods"]
         api.script(api.event("DELETED", tracked))
-        while not lost and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: lost, 10)
     finally:
         monitor.stop()
     assert lost == ["locale pod r-0 was deleted"]
@@ -250,18 +242,13 @@ def test_a_launcher_that_exits_before_the_watch_sees_the_loss_still_counts_as_a_
     """amudprun ends the job by itself when a locale's ssh session drops, often before the pod's deletion reaches
     the watch: the failed exit must still come out as a lost locale (relaunch in place), not a program failure."""
     locales = [make_pod("r-0", ip="10.0.0.1"), make_pod("r-1", ip="10.0.0.2")]
-    api = FakeKube(block=True)
-    for p in locales:
-        api.pods[p.name] = p
-    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=5)
+    api, monitor = monitored(*locales, chunk_seconds=5)
     marker = tmp_path / "exited"
     reported: list[str] = []
 
     def started(pid: int) -> None:
         def later() -> None:
-            deadline = time.monotonic() + 30
-            while not marker.exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until(marker.exists)
             time.sleep(0.3)  # the deletion arrives after the launcher is gone
             api.script(api.event("DELETED", locales[1]))
 
@@ -281,10 +268,7 @@ def test_a_launcher_that_exits_before_the_watch_sees_the_loss_still_counts_as_a_
 
 
 def test_a_failed_exit_without_a_lost_locale_is_the_programs_own_after_the_settle_window() -> None:
-    locales = [make_pod("r-0", ip="10.0.0.1")]
-    api = FakeKube(block=True)
-    api.pods["r-0"] = locales[0]
-    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=1)
+    _, monitor = monitored(make_pod("r-0", ip="10.0.0.1"))
     t0 = time.monotonic()
     outcome = run_supervised([PY, "-c", "raise SystemExit(3)"], env=os.environ, monitor=monitor, settle_seconds=0.5)
     assert (outcome.exit_code, outcome.lost_reason) == (3, None)

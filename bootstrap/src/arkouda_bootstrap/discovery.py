@@ -10,6 +10,7 @@ name's numeric suffix) — never in API order.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -18,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
-from arkouda_bootstrap.kube import EventInfo, GoneError, KubeApi, PodInfo
+from arkouda_bootstrap.kube import EventInfo, KubeApi, PodInfo, PodList
+from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +173,7 @@ def wait_for_locales(
     report: Callable[[str], None],
     clock: Callable[[], float] = time.monotonic,
     chunk_seconds: int = WATCH_CHUNK_SECONDS,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] = time.sleep,
     on_ready: Callable[[PodInfo], None] | None = None,
     line_interval: float = PROGRESS_MIN_INTERVAL,
 ) -> list[PodInfo]:
@@ -243,48 +245,43 @@ def wait_for_locales(
             say(evaluate(pods, expected=expected, events_for=events_for)[0].line)
         return None
 
-    while True:  # one iteration per (re)list
-        listing = api.list_pods(namespace=namespace, selector=selector)
-        pods = {p.name: p for p in listing.pods}
-        ready.clear()
-        for name, pod in pods.items():
-            track(name, pod)
-        if (result := check(pods, force=True)) is not None:
-            return result
-        rv = listing.resource_version
-        try:
-            while True:  # one iteration per watch request
-                remaining = deadline - clock()
-                if remaining <= 0:
-                    check(pods, force=True)
-                    raise WaitTimeoutError(f"timed out after {timeout:g}s: {last_line}")
-                seconds = max(1, min(chunk_seconds, int(remaining + 0.999)))
-                started, seen = clock(), 0
-                for event in api.watch_pods(
-                    namespace=namespace, selector=selector, resource_version=rv, timeout_seconds=seconds
-                ):
-                    seen += 1
-                    if event.resource_version:
-                        rv = event.resource_version
-                    if event.pod is None:
-                        continue
-                    name = event.pod.name
-                    if event.type == "DELETED":
-                        pods.pop(name, None)
-                        track(name, None)
-                    else:
-                        pods[name] = event.pod
-                        track(name, event.pod)
-                    if (result := check(pods)) is not None:
-                        return result
-                    if clock() >= deadline:
-                        break
-                if seen == 0 and clock() - started < 1:
-                    sleep(1)  # a server that ends watches at once must not turn this into a busy loop
-                # the watch chunk ended: show what changed since the last line, and reasons may have changed in
-                # Events without a pod change
+    pods: dict[str, PodInfo] = {}
+    with contextlib.closing(
+        follow_pods(
+            api,
+            namespace=namespace,
+            selector=selector,
+            chunk_seconds=chunk_seconds,
+            deadline=deadline,
+            clock=clock,
+            sleep=sleep,
+        )
+    ) as followed:
+        for item in followed:
+            if isinstance(item, PodList):
+                pods = {p.name: p for p in item.pods}
+                ready.clear()
+                for name, pod in pods.items():
+                    track(name, pod)
+                force = True
+            elif isinstance(item, ChunkEnded):
+                # show what changed since the last line; reasons may have changed in Events without a pod change
                 events_cache.clear()
-                if (result := check(pods, force=True)) is not None:
-                    return result
-        except GoneError as exc:
-            log.info("watch expired (%s); listing again", exc)
+                force = True
+            elif item.pod is not None:  # always: follow_pods yields pod changes only
+                name = item.pod.name
+                if item.type == "DELETED":
+                    pods.pop(name, None)
+                    track(name, None)
+                else:
+                    pods[name] = item.pod
+                    track(name, item.pod)
+                force = False
+            else:
+                continue
+            if (result := check(pods, force=force)) is not None:
+                return result
+            if clock() >= deadline:
+                break
+    check(pods, force=True)
+    raise WaitTimeoutError(f"timed out after {timeout:g}s: {last_line}")

@@ -5,9 +5,9 @@ logic with a named fake and the e2e tests run the same code paths against a real
 `KubernetesApi` (build one with `KubernetesApi.from_kubeconfig(path)` or `KubernetesApi.from_environment()`).
 
 The seam speaks in small frozen dataclasses (`PodInfo`, `PodList`, `PodEvent`, `EventInfo`) made straight from
-the API server's JSON — the client is used for its configuration, TLS and auth only, not for its generated
-models (see ApiClientTransport), and turns API errors into one actionable line: a 403 becomes
-`missing RBAC: <verb> <resource> in namespace <ns>`.
+the API server's JSON: `KubernetesApi` calls the client's public `CoreV1Api` and `watch.Watch` with
+`_preload_content=False`, so the client builds no model objects (validating them cost ≈1.2 ms per pod), and
+turns API errors into one actionable line: a 403 becomes `missing RBAC: <verb> <resource> in namespace <ns>`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import base64
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
-from urllib.parse import quote
 
 from arkouda_bootstrap.errors import BootstrapError
 
@@ -246,10 +245,9 @@ def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
 
 
 def event_from_watch(raw: Mapping[str, Any]) -> PodEvent | None:
-    """Convert one line of a pod watch (`{"type": ..., "object": {...}}`).
+    """Convert one event of a pod watch (`{"type": ..., "object": {...}}`; watch.Watch raises ERROR events).
 
-    BOOKMARK objects are incomplete pods that carry only a resourceVersion; ERROR 410 means the version is too
-    old (GoneError: list again)."""
+    BOOKMARK objects are incomplete pods that carry only a resourceVersion."""
     kind = raw.get("type")
     obj = _d(raw.get("object"))
     if kind == "BOOKMARK":
@@ -257,10 +255,6 @@ def event_from_watch(raw: Mapping[str, Any]) -> PodEvent | None:
     if kind in ("ADDED", "MODIFIED", "DELETED"):
         pod = pod_from_json(obj)
         return PodEvent(type=kind, pod=pod, resource_version=pod.resource_version)
-    if kind == "ERROR":
-        if obj.get("code") == 410:
-            raise GoneError(_s(obj.get("message")) or "410 Gone")
-        raise BootstrapError(f"watch pods failed: {obj.get('code')} {obj.get('message', '')}".rstrip())
     log.debug("ignoring watch event of type %s", kind)
     return None
 
@@ -285,122 +279,26 @@ def _rfc3339(when: dt.datetime) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# HTTP: the client's ApiClient for config, TLS and auth (token refresh included); JSON in and out ourselves
-
-
-@dataclass(frozen=True)
-class ApiStatusError(Exception):
-    """A non-2xx answer; `translate_api_error` turns it into one line."""
-
-    status: int
-    reason: str = ""
-
-
-class HttpResponse(Protocol):
-    """What KubernetesApi needs of an answer: the status, the body, or its lines for a watch."""
-
-    status: int
-    reason: str
-
-    def body(self) -> bytes: ...
-
-    def lines(self) -> Iterator[bytes]: ...
-
-    def close(self) -> None: ...
-
-
-class Transport(Protocol):
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        timeout: float,
-        stream: bool = False,
-    ) -> HttpResponse: ...
-
-
-class _Urllib3Response:
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-        self.status = int(raw.status)
-        self.reason = _s(raw.reason)
-
-    def body(self) -> bytes:
-        return bytes(self._raw.data)
-
-    def lines(self) -> Iterator[bytes]:
-        pending = b""
-        for chunk in self._raw.stream(65536, decode_content=True):
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            yield from (line for line in complete if line.strip())
-        if pending.strip():
-            yield pending
-
-    def close(self) -> None:
-        self._raw.release_conn()
-
-
-class ApiClientTransport:
-    """Requests through `kubernetes.client.ApiClient`: its configuration (in-cluster or kubeconfig), TLS and
-    bearer-token auth, without the generated CoreV1Api (importing it costs ≈1.4 s of CPU at every start) and
-    without model (de)serialization (≈1.2 ms per pod: 1.2 s for a list of 1024 locales)."""
-
-    def __init__(self, api_client: Any) -> None:
-        self._client = api_client
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        timeout: float,
-        stream: bool = False,
-    ) -> HttpResponse:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        serialized = self._client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list(query),
-            header_params=headers,
-            body=dict(body) if body is not None else None,
-            auth_settings=["BearerToken"],
-        )
-        raw = self._client.rest_client.request(
-            serialized[0],
-            serialized[1],
-            headers=serialized[2],
-            body=serialized[3],
-            post_params=serialized[4],
-            _request_timeout=timeout,
-        )
-        response = raw.response
-        if not stream:
-            response.data  # noqa: B018 -- reads the whole body now (urllib3 preload)
-        return _Urllib3Response(response)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The real implementation
+# The real implementation: CoreV1Api and watch.Watch, every call with `_preload_content=False` (the answer is
+# the raw urllib3 response, so no model is built or validated) and a client-side timeout
 
 REQUEST_TIMEOUT_SECONDS = 30.0
 # A watch chunk's connection may stay silent this much longer than its server-side timeout before we give up
 # on it (a dead TCP connection must not hang discovery past its deadline).
 WATCH_GRACE_SECONDS = 15
+# What watch.Watch should make of each event's object: the plain dict (the client's name for "no model").
+_RAW_OBJECT = "object"
 
 
 class KubernetesApi:
-    """`KubeApi` over the API server's REST interface (see ApiClientTransport)."""
+    """`KubeApi` over the official client's public API (`CoreV1Api`, `watch.Watch`)."""
 
-    def __init__(self, transport: Transport, *, request_timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
-        self._http = transport
+    def __init__(self, api_client: Any, *, request_timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
+        # Imported here, not at module level: the generated CoreV1Api imports its model classes, which costs
+        # the `locale` and `exporter` subcommands (they never call the API) a noticeable share of their start.
+        from kubernetes.client import CoreV1Api
+
+        self._core = CoreV1Api(api_client)
         self._timeout = request_timeout
 
     @classmethod
@@ -408,7 +306,7 @@ class KubernetesApi:
         """Build from a kubeconfig file (used by the e2e tests and outside a cluster)."""
         from kubernetes import config
 
-        return cls(ApiClientTransport(config.new_client_from_config(config_file=str(path), context=context)))
+        return cls(config.new_client_from_config(config_file=str(path), context=context))
 
     @classmethod
     def from_environment(cls) -> KubernetesApi:
@@ -427,79 +325,50 @@ class KubernetesApi:
                     f"({in_cluster_error}) and no usable kubeconfig ({kubeconfig_error}); set KUBECONFIG"
                 ) from None
             log.debug("using kubeconfig")
-        return cls(ApiClientTransport(client.ApiClient()))
+        return cls(client.ApiClient())
 
     # -- helpers -------------------------------------------------------------------------------------------
 
-    def _open(
+    def _call(
         self,
-        verb: str,
-        resource: str,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        stream: bool = False,
-    ) -> HttpResponse:
-        """Send one request; a non-2xx answer raises ApiStatusError (closed), a transport error one line."""
+        op: str,
+        namespace: str,
+        call: Callable[..., Any],
+        *args: Any,
+        missing_ok: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any] | None:
+        """One CoreV1Api call (`op` is `<verb> <resource>` for errors) with a JSON answer, read raw; None for a
+        404 when `missing_ok`; every error as one line."""
+        from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
+        verb, resource = op.split()
         try:
-            response = self._http.request(
-                method, path, query=query, body=body, timeout=timeout or self._timeout, stream=stream
-            )
-        except HTTPError as exc:
-            raise BootstrapError(f"cannot reach the Kubernetes API to {verb} {resource}: {exc}") from None
-        if not 200 <= response.status <= 299:
-            response.close()
-            raise ApiStatusError(response.status, response.reason)
-        return response
-
-    def _json(
-        self,
-        verb: str,
-        resource: str,
-        namespace: str,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        missing_ok: bool = False,
-    ) -> dict[str, Any] | None:
-        """One request with a JSON answer; None for a 404 when `missing_ok`."""
-        try:
-            response = self._open(verb, resource, method, path, query=query, body=body)
-        except ApiStatusError as exc:
+            response = call(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
+        except ApiException as exc:
             if missing_ok and exc.status == 404:
                 return None
             raise translate_api_error(exc, verb=verb, resource=resource, namespace=namespace) from None
+        except HTTPError as exc:
+            raise BootstrapError(f"cannot reach the Kubernetes API to {op}: {exc}") from None
         try:
-            data = response.body()
+            data = response.data
+        except HTTPError as exc:
+            raise BootstrapError(f"{op}: the connection broke while reading the answer: {exc}") from None
         finally:
-            response.close()
+            response.release_conn()
         try:
             parsed = json.loads(data) if data else {}
         except ValueError:
-            raise BootstrapError(f"{verb} {resource}: the API server sent something that is not JSON") from None
+            raise BootstrapError(f"{op}: the API server sent something that is not JSON") from None
         return parsed if isinstance(parsed, dict) else {}
-
-    @staticmethod
-    def _ns_path(namespace: str, resource: str, name: str = "") -> str:
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/{resource}"
-        return f"{path}/{quote(name, safe='')}" if name else path
 
     # -- pods ----------------------------------------------------------------------------------------------
 
     def list_pods(self, *, namespace: str, selector: str) -> PodList:
-        result = (
-            self._json(
-                "list", "pods", namespace, "GET", self._ns_path(namespace, "pods"), query=[("labelSelector", selector)]
-            )
-            or {}
-        )
+        result = self._call("list pods", namespace, self._core.list_namespaced_pod, namespace, label_selector=selector)
+        result = result or {}
         return PodList(
             pods=tuple(pod_from_json(p) for p in result.get("items") or ()),
             resource_version=_s(_d(result.get("metadata")).get("resourceVersion")),
@@ -508,123 +377,114 @@ class KubernetesApi:
     def watch_pods(
         self, *, namespace: str, selector: str, resource_version: str, timeout_seconds: int
     ) -> Iterator[PodEvent]:
-        from urllib3.exceptions import HTTPError
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError, MaxRetryError
 
+        # With timeout_seconds set, Watch makes exactly one request and raises a 410 instead of retrying it.
+        stream = watch.Watch(return_type=_RAW_OBJECT).stream(
+            self._core.list_namespaced_pod,
+            namespace,
+            label_selector=selector,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            allow_watch_bookmarks=True,
+            _request_timeout=timeout_seconds + WATCH_GRACE_SECONDS,
+        )
         try:
-            response = self._open(
-                "watch",
-                "pods",
-                "GET",
-                self._ns_path(namespace, "pods"),
-                query=[
-                    ("labelSelector", selector),
-                    ("watch", "true"),
-                    ("resourceVersion", resource_version),
-                    ("timeoutSeconds", str(timeout_seconds)),
-                    ("allowWatchBookmarks", "true"),
-                ],
-                timeout=timeout_seconds + WATCH_GRACE_SECONDS,
-                stream=True,
-            )
-        except ApiStatusError as exc:
-            if exc.status == 410:
-                raise GoneError(exc.reason or "410 Gone") from None
-            raise translate_api_error(exc, verb="watch", resource="pods", namespace=namespace) from None
-        try:
-            for line in response.lines():
-                try:
-                    raw = json.loads(line)
-                except ValueError:
-                    log.warning("ignoring a watch line that is not JSON: %.80r", line)
-                    continue
+            for raw in stream:
                 event = event_from_watch(raw) if isinstance(raw, dict) else None
                 if event is not None:
                     yield event
+        except ApiException as exc:
+            if exc.status == 410:
+                raise GoneError(_s(exc.reason) or "410 Gone") from None
+            raise translate_api_error(exc, verb="watch", resource="pods", namespace=namespace) from None
+        except MaxRetryError as exc:
+            raise BootstrapError(f"cannot reach the Kubernetes API to watch pods: {exc.reason or exc}") from None
         except HTTPError as exc:
             # a read timeout or reset ends this watch chunk; the caller re-watches from its last version
             log.debug("watch connection ended: %s", exc)
         finally:
-            response.close()
+            stream.close()
 
     def get_pod(self, *, namespace: str, name: str) -> PodInfo | None:
-        result = self._json("get", "pods", namespace, "GET", self._ns_path(namespace, "pods", name), missing_ok=True)
+        result = self._call("get pods", namespace, self._core.read_namespaced_pod, name, namespace, missing_ok=True)
         return None if result is None else pod_from_json(result)
 
     def list_pod_events(self, *, namespace: str, pod_name: str) -> list[EventInfo]:
-        result = (
-            self._json(
-                "list",
-                "events",
-                namespace,
-                "GET",
-                self._ns_path(namespace, "events"),
-                query=[("fieldSelector", f"involvedObject.kind=Pod,involvedObject.name={pod_name}")],
-            )
-            or {}
+        selector = f"involvedObject.kind=Pod,involvedObject.name={pod_name}"
+        result = self._call(
+            "list events", namespace, self._core.list_namespaced_event, namespace, field_selector=selector
         )
-        return [event_from_json(e) for e in result.get("items") or ()]
+        return [event_from_json(e) for e in (result or {}).get("items") or ()]
 
     def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
-        now = _rfc3339(dt.datetime.now(dt.UTC))
-        involved: dict[str, str] = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace}
-        if pod.uid:
-            involved["uid"] = pod.uid
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-            "involvedObject": involved,
-            "reason": reason,
-            "message": message[:1024],
-            "type": type_,
-            "count": 1,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": pod.name,
-        }
-        self._json("create", "events", pod.namespace, "POST", self._ns_path(pod.namespace, "events"), body=body)
+        body = event_body(pod=pod, reason=reason, message=message, type_=type_, now=dt.datetime.now(dt.UTC))
+        self._call("create events", pod.namespace, self._core.create_namespaced_event, pod.namespace, body)
 
     # -- secrets -------------------------------------------------------------------------------------------
 
     def get_secret(self, *, namespace: str, name: str) -> dict[str, bytes] | None:
-        result = self._json(
-            "get", "secrets", namespace, "GET", self._ns_path(namespace, "secrets", name), missing_ok=True
+        result = self._call(
+            "get secrets", namespace, self._core.read_namespaced_secret, name, namespace, missing_ok=True
         )
         if result is None:
             return None
         return {k: base64.b64decode(v) for k, v in _d(result.get("data")).items()}
 
-    @staticmethod
-    def _secret_body(name: str, namespace: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-            "type": "Opaque",
-            "data": {k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
-        }
-
     def create_secret(self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> None:
-        body = self._secret_body(name, namespace, data, labels)
-        self._json("create", "secrets", namespace, "POST", self._ns_path(namespace, "secrets"), body=body)
+        body = secret_body(name=name, namespace=namespace, data=data, labels=labels)
+        self._call("create secrets", namespace, self._core.create_namespaced_secret, namespace, body)
 
     def replace_secret(
         self, *, namespace: str, name: str, data: Mapping[str, bytes], labels: Mapping[str, str]
     ) -> None:
-        body = self._secret_body(name, namespace, data, labels)
-        self._json("update", "secrets", namespace, "PUT", self._ns_path(namespace, "secrets", name), body=body)
+        body = secret_body(name=name, namespace=namespace, data=data, labels=labels)
+        self._call("update secrets", namespace, self._core.replace_namespaced_secret, name, namespace, body)
 
     def delete_secret(self, *, namespace: str, name: str) -> bool:
-        result = self._json(
-            "delete", "secrets", namespace, "DELETE", self._ns_path(namespace, "secrets", name), missing_ok=True
-        )
+        call = self._core.delete_namespaced_secret
+        result = self._call("delete secrets", namespace, call, name, namespace, missing_ok=True)
         return result is not None
 
 
+def event_body(*, pod: PodRef, reason: str, message: str, type_: str, now: dt.datetime) -> dict[str, Any]:
+    """A core/v1 Event on `pod` (so `kubectl describe pod` lists it), as the API's JSON."""
+    stamp = _rfc3339(now)
+    involved: dict[str, str] = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace}
+    if pod.uid:
+        involved["uid"] = pod.uid
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message[:1024],
+        "type": type_,
+        "count": 1,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": pod.name,
+    }
+
+
+def secret_body(*, name: str, namespace: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> dict[str, Any]:
+    """An Opaque Secret as the API's JSON."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
+    }
+
+
 def translate_api_error(exc: Any, *, verb: str, resource: str, namespace: str) -> BootstrapError:
-    """Map an HTTP error (ApiStatusError, or anything with `status` and `reason`) to one actionable line."""
+    """Map an API error (the client's ApiException: `status` and `reason`) to one actionable line."""
     status = getattr(exc, "status", None)
     if status == 403:
         return BootstrapError(f"missing RBAC: {verb} {resource} in namespace {namespace}")

@@ -9,14 +9,14 @@ import logging
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
 from arkouda_bootstrap.discovery import pod_reason
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import GoneError, KubeApi, PodInfo
+from arkouda_bootstrap.kube import KubeApi, PodEvent, PodInfo, PodList
+from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ def lost_reason(tracked: PodInfo, event_type: str, pod: PodInfo | None) -> str |
 
 
 class LocaleMonitor:
-    """Watches the locale pods (list, then watch from its resourceVersion; relist on 410) in a daemon thread
-    and calls `on_lost(reason)` once when a tracked locale breaks."""
+    """Follows the locale pods (podwatch.follow_pods) in a daemon thread and calls `on_lost(reason)` once when a
+    tracked locale breaks."""
 
     def __init__(
         self,
@@ -73,49 +73,36 @@ class LocaleMonitor:
     def stop(self) -> None:
         self._stop.set()
 
-    def _relist(self) -> tuple[str, str | None]:
-        listing = self._api.list_pods(namespace=self._namespace, selector=self._selector)
-        current = {p.name: p for p in listing.pods}
-        for name, tracked in self._tracked.items():
-            reason = lost_reason(tracked, "LISTED", current.get(name))
-            if reason is not None:
-                return listing.resource_version, reason
-        return listing.resource_version, None
+    def _check(self, item: PodList | PodEvent | ChunkEnded) -> str | None:
+        """Why the cluster is broken after this list or change, or None."""
+        if isinstance(item, PodList):
+            current = {p.name: p for p in item.pods}
+            for name, tracked in self._tracked.items():
+                if (reason := lost_reason(tracked, "LISTED", current.get(name))) is not None:
+                    return reason
+        elif isinstance(item, PodEvent) and item.pod is not None and item.pod.name in self._tracked:
+            return lost_reason(self._tracked[item.pod.name], item.type, item.pod)
+        return None
 
     def _run(self, on_lost: Callable[[str], None]) -> None:
-        rv: str | None = None
         while not self._stop.is_set():
+            followed = follow_pods(
+                self._api,
+                namespace=self._namespace,
+                selector=self._selector,
+                chunk_seconds=self._chunk,
+                sleep=self._stop.wait,
+            )
             try:
-                if rv is None:
-                    rv, reason = self._relist()
-                    if reason is not None:
-                        on_lost(reason)
-                        return
-                started, seen = time.monotonic(), 0
-                for event in self._api.watch_pods(
-                    namespace=self._namespace,
-                    selector=self._selector,
-                    resource_version=rv,
-                    timeout_seconds=self._chunk,
-                ):
-                    if self._stop.is_set():
-                        return
-                    seen += 1
-                    if event.resource_version:
-                        rv = event.resource_version
-                    if event.pod is None or event.pod.name not in self._tracked:
-                        continue
-                    reason = lost_reason(self._tracked[event.pod.name], event.type, event.pod)
-                    if reason is not None:
-                        on_lost(reason)
-                        return
-                if seen == 0 and time.monotonic() - started < 1:
-                    self._stop.wait(1)  # never a busy loop on a server that ends watches at once
-            except GoneError:
-                rv = None
+                with contextlib.closing(followed):
+                    for item in followed:
+                        if self._stop.is_set():
+                            return
+                        if (reason := self._check(item)) is not None:
+                            on_lost(reason)
+                            return
             except BootstrapError as exc:  # API trouble is not a lost locale: keep the program running
                 log.warning("locale monitor: %s; retrying in %gs", exc, self._retry_delay)
-                rv = None
                 self._stop.wait(self._retry_delay)
 
 

@@ -1,0 +1,233 @@
+"""KubernetesApi through the real client (CoreV1Api, watch.Watch, urllib3) against a named test double of the
+API server on loopback: the requests it sends, the answers it understands, its one-line errors and its
+timeouts. The same code against a real kube-apiserver runs in tests/e2e and `make bench-scale`."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apiserver_double import TOKEN, Answer, ApiServerDouble, serving
+from arkouda_bootstrap import kube
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.kube import GoneError, KubernetesApi, PodRef
+from kubernetes import client
+from test_kube_models import ready_pod, v1pod, wire
+
+PODS = "/api/v1/namespaces/ns/pods"
+SECRET = "/api/v1/namespaces/ns/secrets/s"
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ApiServerDouble]:
+    with serving() as double:
+        yield double
+
+
+def watch(api: KubernetesApi, *, rv: str = "7", seconds: int = 10) -> list[Any]:
+    return list(api.watch_pods(namespace="ns", selector="a=b", resource_version=rv, timeout_seconds=seconds))
+
+
+def test_list_pods_sends_selector_and_token_and_returns_the_list_version(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer("GET", "/api/v1/namespaces/my%20ns/pods", body={"metadata": {"resourceVersion": "42"}, "items": []}),
+        Answer("GET", PODS, body={"metadata": {"resourceVersion": "43"}, "items": [wire(ready_pod()), wire(v1pod())]}),
+    )
+    api = apiserver.api()
+    assert api.list_pods(namespace="my ns", selector="x=y").resource_version == "42"
+    result = api.list_pods(namespace="ns", selector="app=x,component=locale")
+    assert result.resource_version == "43"
+    assert [p.name for p in result.pods] == ["rel-arkouda-locale-0", "rel-arkouda-locale-2"]
+    seen = apiserver.seen[1]
+    assert seen.query == {"labelSelector": "app=x,component=locale"}
+    assert seen.headers["authorization"] == f"Bearer {TOKEN}"
+
+
+def test_watch_asks_for_bookmarks_from_the_version_and_yields_changes(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer(
+            "GET",
+            PODS,
+            lines=[
+                {"type": "MODIFIED", "object": wire(v1pod())},
+                b"",
+                {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "99"}}},
+                {"type": "DELETED", "object": wire(ready_pod())},
+            ],
+        )
+    )
+    events = watch(apiserver.api())
+    assert [(e.type, e.pod.name if e.pod else None, e.resource_version) for e in events] == [
+        ("MODIFIED", "rel-arkouda-locale-2", "77"),
+        ("BOOKMARK", None, "99"),
+        ("DELETED", "rel-arkouda-locale-0", "80"),
+    ]
+    assert apiserver.seen[0].query == {
+        "labelSelector": "a=b",
+        "watch": "true",
+        "resourceVersion": "7",
+        "timeoutSeconds": "10",
+        "allowWatchBookmarks": "true",
+    }
+    assert len(apiserver.seen) == 1  # one request per chunk: the caller decides when to watch again
+
+
+def test_watch_410_as_an_event_or_a_status_is_gone(apiserver: ApiServerDouble) -> None:
+    gone_event = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "old"}}
+    apiserver.answer(
+        Answer("GET", PODS, lines=[{"type": "ADDED", "object": wire(v1pod())}, gone_event]),
+        Answer("GET", PODS, status=410, body={"kind": "Status", "code": 410}),
+    )
+    api = apiserver.api()
+    stream = api.watch_pods(namespace="ns", selector="a=b", resource_version="7", timeout_seconds=5)
+    assert next(stream).type == "ADDED"
+    with pytest.raises(GoneError):
+        next(stream)
+    with pytest.raises(GoneError):
+        watch(api)
+    assert len(apiserver.seen) == 2  # the client's own retry after a 410 is off: the caller relists
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda api: api.list_pods(namespace="ns", selector="a=b"), "missing RBAC: list pods in namespace ns"),
+        (watch, "missing RBAC: watch pods in namespace ns"),
+        (lambda api: api.get_pod(namespace="ns", name="p"), "missing RBAC: get pods in namespace ns"),
+        (
+            lambda api: api.list_pod_events(namespace="ns", pod_name="p"),
+            "missing RBAC: list events in namespace ns",
+        ),
+        (lambda api: api.get_secret(namespace="ns", name="s"), "missing RBAC: get secrets in namespace ns"),
+        (
+            lambda api: api.create_secret(namespace="ns", name="s", data={}, labels={}),
+            "missing RBAC: create secrets in namespace ns",
+        ),
+        (
+            lambda api: api.replace_secret(namespace="ns", name="s", data={}, labels={}),
+            "missing RBAC: update secrets in namespace ns",
+        ),
+        (lambda api: api.delete_secret(namespace="ns", name="s"), "missing RBAC: delete secrets in namespace ns"),
+        (
+            lambda api: api.create_event(pod=PodRef(namespace="ns", name="p"), reason="r", message="m"),
+            "missing RBAC: create events in namespace ns",
+        ),
+    ],
+)
+def test_every_call_names_the_missing_rbac(
+    apiserver: ApiServerDouble, call: Callable[[KubernetesApi], object], expected: str
+) -> None:
+    for method in ("GET", "POST", "PUT", "DELETE"):
+        for path in (PODS, f"{PODS}/p", "/api/v1/namespaces/ns/events", "/api/v1/namespaces/ns/secrets", SECRET):
+            apiserver.answer(Answer(method, path, status=403, body={"kind": "Status", "code": 403}))
+    with pytest.raises(BootstrapError) as err:
+        call(apiserver.api())
+    assert str(err.value) == expected
+
+
+def test_missing_pod_or_secret_is_none_not_an_error(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer("GET", f"{PODS}/p", status=404),
+        Answer("GET", SECRET, status=404),
+        Answer("DELETE", SECRET, status=404),
+    )
+    api = apiserver.api()
+    assert api.get_pod(namespace="ns", name="p") is None
+    assert api.get_secret(namespace="ns", name="s") is None
+    assert api.delete_secret(namespace="ns", name="s") is False
+
+
+def test_events_are_looked_up_by_pod_and_created_as_valid_core_events(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer(
+            "GET",
+            "/api/v1/namespaces/ns/events",
+            body={"items": [{"type": "Warning", "reason": "FailedScheduling", "message": "0/3 nodes\n"}]},
+        ),
+        Answer("POST", "/api/v1/namespaces/ns/events", status=201, body={"kind": "Event"}),
+    )
+    api = apiserver.api()
+    events = api.list_pod_events(namespace="ns", pod_name="rel-arkouda-locale-1")
+    assert [(e.type, e.reason, e.message) for e in events] == [("Warning", "FailedScheduling", "0/3 nodes")]
+    assert apiserver.seen[0].query == {
+        "fieldSelector": "involvedObject.kind=Pod,involvedObject.name=rel-arkouda-locale-1"
+    }
+    api.create_event(pod=PodRef(namespace="ns", name="r-arkouda-server-0", uid="u-1"), reason="Launched", message="m")
+    sent = apiserver.seen[1].body
+    # the client's own model accepts what reached the server: field names and types are the API's
+    event = client.ApiClient().deserialize(json.dumps(sent), "CoreV1Event", "application/json")
+    assert (event.involved_object.uid, event.involved_object.kind, event.reason) == ("u-1", "Pod", "Launched")
+    assert event.last_timestamp is not None
+    assert event.metadata.generate_name == "r-arkouda-server-0."
+
+
+def test_secrets_round_trip(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer("POST", "/api/v1/namespaces/ns/secrets", status=201),
+        Answer("PUT", SECRET),
+        Answer("GET", SECRET, body={"data": {"k": "aGVsbG8="}}),
+        Answer("DELETE", SECRET, body={"kind": "Status"}),
+    )
+    api = apiserver.api()
+    api.create_secret(namespace="ns", name="s", data={"k": b"hello"}, labels={"a": "b"})
+    api.replace_secret(namespace="ns", name="s", data={"k": b"bye"}, labels={"a": "b"})
+    assert api.get_secret(namespace="ns", name="s") == {"k": b"hello"}
+    assert api.delete_secret(namespace="ns", name="s") is True
+    created = client.ApiClient().deserialize(json.dumps(apiserver.seen[0].body), "V1Secret", "application/json")
+    assert (created.metadata.name, created.metadata.labels, created.data) == ("s", {"a": "b"}, {"k": "aGVsbG8="})
+    assert apiserver.seen[1].body is not None and apiserver.seen[1].body["data"] == {"k": "Ynll"}
+
+
+def test_a_silent_api_server_times_out_every_call_with_one_line(apiserver: ApiServerDouble) -> None:
+    """Every call carries a client-side timeout: an API server that accepts and never answers ends in an error
+    naming the operation, not a hung bootstrap."""
+    for method, path in [("GET", PODS), ("GET", SECRET), ("POST", "/api/v1/namespaces/ns/events")]:
+        apiserver.answer(Answer(method, path, stall=30, times=10))
+    api = apiserver.api(request_timeout=0.3)
+    calls: list[tuple[str, Callable[[], object]]] = [
+        ("list pods", lambda: api.list_pods(namespace="ns", selector="a=b")),
+        ("get secrets", lambda: api.get_secret(namespace="ns", name="s")),
+        ("create events", lambda: api.create_event(pod=PodRef(namespace="ns", name="p"), reason="r", message="m")),
+    ]
+    for what, call in calls:
+        started = time.monotonic()
+        with pytest.raises(BootstrapError, match=f"^cannot reach the Kubernetes API to {what}: "):
+            call()
+        assert time.monotonic() - started < 10  # retries included; the stall is 30 s
+
+
+def test_a_watch_that_goes_silent_ends_its_chunk(apiserver: ApiServerDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watch connection that stays open but silent past its server-side timeout (plus the grace) ends the
+    chunk quietly after the events it delivered; the caller watches again from the last version."""
+    monkeypatch.setattr(kube, "WATCH_GRACE_SECONDS", 0)
+    apiserver.answer(Answer("GET", PODS, lines=[{"type": "ADDED", "object": wire(v1pod())}], stall=30))
+    started = time.monotonic()
+    assert [e.type for e in watch(apiserver.api(), seconds=1)] == ["ADDED"]
+    assert time.monotonic() - started < 10
+
+
+def test_an_unreachable_api_server_is_one_line(apiserver: ApiServerDouble) -> None:
+    apiserver.port = 1  # nothing listens there
+    api = apiserver.api(request_timeout=1)
+    with pytest.raises(BootstrapError, match="^cannot reach the Kubernetes API to list pods: "):
+        api.list_pods(namespace="ns", selector="a=b")
+    with pytest.raises(BootstrapError, match="^cannot reach the Kubernetes API to watch pods: "):
+        watch(api)
+
+
+def test_from_kubeconfig_talks_to_the_configured_server(apiserver: ApiServerDouble, tmp_path: Path) -> None:
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{apiserver.port}'}}}}]\n"
+        "users: [{name: u, user: {token: from-kubeconfig}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u, namespace: ns}}]\n"
+    )
+    apiserver.answer(Answer("GET", f"{PODS}/p", body={"metadata": {"name": "p"}, "status": {"phase": "Running"}}))
+    pod = KubernetesApi.from_kubeconfig(cfg).get_pod(namespace="ns", name="p")
+    assert pod is not None and (pod.name, pod.phase) == ("p", "Running")
+    assert apiserver.seen[0].headers["authorization"] == "Bearer from-kubeconfig"
