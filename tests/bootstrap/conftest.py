@@ -39,6 +39,34 @@ def write_secret_dir(path: Path, data: dict[str, bytes]) -> Path:
     return path
 
 
+def write_kubelet_secret(path: Path, data: dict[str, bytes]) -> Path:
+    """Like a Secret volume as the kubelet writes it, and updates it when the Secret changes: the files live in a
+    timestamped directory, `..data` points at it and every field is a symlink through `..data`; an update writes
+    a new directory, swaps `..data` in one rename, then removes the old directory and the links of dropped fields."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)
+    link = path / "..data"
+    old = os.readlink(link) if link.is_symlink() else None
+    generation = path / f"..{time.time_ns()}"
+    generation.mkdir()
+    for name, content in data.items():
+        (generation / name).write_bytes(content)
+        (generation / name).chmod(0o444)
+    generation.chmod(0o755)
+    tmp = path / "..data_tmp"
+    os.symlink(generation.name, tmp)
+    os.replace(tmp, link)
+    for name in data:
+        if not (path / name).is_symlink():
+            os.symlink(f"..data/{name}", path / name)
+    for entry in path.iterdir():
+        if not entry.name.startswith("..") and entry.name not in data:
+            entry.unlink()
+    if old is not None:
+        shutil.rmtree(path / old)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -26,6 +26,7 @@ PREIMPORT = (
     "arkouda_bootstrap.launch",
     "arkouda_bootstrap.locale",
     "arkouda_bootstrap.probe",
+    "arkouda_bootstrap.secretwatch",
     "arkouda_bootstrap.server",
     "arkouda_bootstrap.ssh",
     "arkouda_bootstrap.sshd",

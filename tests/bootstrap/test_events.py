@@ -22,6 +22,7 @@ def test_reasons_and_types() -> None:
         rec.emit(reason, f"msg {reason.value}")
     assert [(e.reason, e.type) for e in api.created_events] == [
         ("LocalesReady", "Normal"),
+        ("KeysPending", "Normal"),
         ("ProbeFailed", "Warning"),
         ("Launched", "Normal"),
         ("LocaleLost", "Warning"),

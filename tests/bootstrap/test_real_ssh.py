@@ -93,12 +93,11 @@ def test_locale_writes_strict_sshd_config_accepted_by_sshd_t(locale_sshd: Locale
     assert paths.host_key.stat().st_mode & 0o777 == 0o600
     assert paths.authorized_keys.stat().st_mode & 0o777 == 0o600
     assert paths.host_key.stat().st_uid == pwd.getpwnam(locale_sshd.user).pw_uid
-    # sshd itself was exec'ed: the child pid is now sshd, running as the test user
-    comm = Path(f"/proc/{locale_sshd.pid}/comm").read_text().strip()
-    assert comm == "sshd"
-    assert (
-        Path(f"/proc/{locale_sshd.pid}/status").read_text().count(f"\t{pwd.getpwnam(locale_sshd.user).pw_uid}\t") >= 1
-    )
+    # sshd runs as the bootstrap's child (which watches the Secret for changed keys), as the test user
+    children = Path(f"/proc/{locale_sshd.pid}/task/{locale_sshd.pid}/children").read_text().split()
+    assert len(children) == 1
+    assert Path(f"/proc/{children[0]}/comm").read_text().strip() == "sshd"
+    assert Path(f"/proc/{children[0]}/status").read_text().count(f"\t{pwd.getpwnam(locale_sshd.user).pw_uid}\t") >= 1
 
 
 def test_locale_writes_the_launcher_ssh_wrapper_at_the_servers_path(locale_sshd: LocaleSshd) -> None:
@@ -171,11 +170,11 @@ def test_probe_of_a_pod_serving_a_foreign_host_key_is_fatal_and_not_retried(
     assert "attempt 2/3" not in caplog.text
 
 
-def test_probe_of_a_pod_serving_a_retired_host_key_says_it_has_not_rolled_and_retries(
+def test_probe_of_a_pod_serving_a_retired_host_key_says_it_has_not_reloaded_and_retries(
     locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The sshd still serves the key the release had before a rotation: retried within the bounded policy, then
-    reported as a pod that has not rolled onto the new keys."""
+    """The sshd still serves the key the release had before a rotation: without a keys deadline, retried within
+    the bounded policy, then reported as a pod that has not reloaded the new keys."""
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
     pinned, retired = rotated(secret_data)
     with pytest.raises(BootstrapError) as err:
@@ -191,7 +190,7 @@ def test_probe_of_a_pod_serving_a_retired_host_key_says_it_has_not_rolled_and_re
         )
     assert str(err.value) == (
         "ssh probe failed: pod arkouda-locale-2 (127.0.0.1) serves an older host key of this release: "
-        "the keys were rotated and this pod has not rolled onto them yet"
+        "the keys were rotated and this pod has not reloaded them yet"
     )
     assert "attempt 3/3" in caplog.text
     assert "wrong Secret" not in caplog.text

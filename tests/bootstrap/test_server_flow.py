@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import time
 from pathlib import Path
 
 import pytest
@@ -341,31 +342,37 @@ def test_server_probe_failure_names_host_and_pod(
     assert not (shared_dir / "out" / "ran").exists()
 
 
-def test_server_probe_of_pods_not_rolled_onto_rotated_keys_says_so(
+def test_server_probe_of_pods_not_reloaded_onto_rotated_keys_waits_until_the_deadline_and_says_so(
     test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], cluster: tuple[Path, int]
 ) -> None:
     """The server mounts the rotated Secret (new host key, the old one in retired_host_keys, as keygen writes it)
-    while the locales' sshd still serves the old key: retried, then named as not rolled yet."""
+    while the locales' sshd keeps serving the old key: waited for until the wait deadline, then named."""
     _, port = cluster
     rotated = keys.build_secret_data(release="t", with_token=False)
     rotated.update({f: secret_data[f] for f in (keys.CLIENT_KEY, keys.CLIENT_PUB, keys.AUTHORIZED_KEYS)})
     rotated[keys.RETIRED_HOST_KEYS] = keys.retire_host_key(secret_data)
-    code, log, _ = run_server_as(
+    t0 = time.monotonic()
+    code, log, events = run_server_as(
         uid=test_user.pw_uid,
         gid=test_user.pw_gid,
         api=fake_cluster(),
         base=shared_dir,
         secret_dir=write_secret_dir(shared_dir / "rotated-secret", rotated),
         port=port,
+        extra_argv=["--timeout", "5"],
     )
     assert code == 1, log
+    assert time.monotonic() - t0 < 30
     error = [line for line in log.splitlines() if line.startswith("arkouda-bootstrap: error:")]
     assert len(error) == 1
     assert error[0].endswith(
         "ssh probe failed: pod r-arkouda-server-0 (127.0.0.1) serves an older host key of this release: "
-        "the keys were rotated and this pod has not rolled onto them yet (+2 more hosts failed)"
+        "the keys were rotated and this pod has not reloaded them yet (+2 more hosts failed)"
     )
-    assert "attempt 3/3" in log
+    assert "waiting for the pod to reload the keys" in log
+    reasons = [e["reason"] for e in events]
+    assert reasons.count("KeysPending") == 3  # once per host
+    assert reasons[-1] == "ProbeFailed"
 
 
 def test_server_prewarm_reuses_masters_and_closes_them(

@@ -80,7 +80,16 @@ KEYGEN = [
     ),
     Opt("delete", "--delete", "ARKOUDA_SSH_DELETE", "delete the Secret (post-delete hook)", boolean=True),
 ]
-LOCALE = SSH_DIRS
+LOCALE = [
+    *SSH_DIRS,
+    Opt(
+        "secret_poll",
+        "--secret-poll-seconds",
+        "ARKOUDA_SECRET_POLL_SECONDS",
+        "seconds between checks of the mounted Secret; changed keys are installed and sshd reloaded",
+        str(config.DEFAULT_SECRET_POLL_SECONDS),
+    ),
+]
 SERVER = [
     Opt("num_locales", "--num-locales", "ARKOUDA_NUM_LOCALES", "number of locales incl. this server (>= 1)"),
     Opt("selector", "--selector", "ARKOUDA_LOCALE_SELECTOR", "label selector of the locale pods"),
@@ -154,7 +163,7 @@ EXPORTER = [
 ]
 SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
     "keygen": ("create/validate/rotate/delete the release's SSH Secret (Helm hook)", KEYGEN),
-    "locale": ("prepare and exec the unprivileged sshd (locale pods, server pod's sshd container)", LOCALE),
+    "locale": ("run the unprivileged sshd and reload it with changed keys (locale pods, server pod's sshd)", LOCALE),
     "server": ("wait for locales, probe them over ssh, launch and supervise the command after --", SERVER),
     "probe": ("exit 0 when a TCP connect succeeds (readiness probes)", PROBE),
     "exporter": ("serve Arkouda's metrics socket as Prometheus /metrics (the server pod's metrics sidecar)", EXPORTER),
@@ -165,7 +174,8 @@ EPILOGS = {
     "server": "Everything after `--` is the command to launch (arkouda: -nl N is appended), e.g. "
     "arkouda-bootstrap server -- /opt/arkouda/bin/arkouda_server --ServerPort=5555",
     "keygen": "Exits 0 when the Secret was created or already valid; an invalid Secret is an error naming the field.",
-    "locale": "Ends by exec'ing `sshd -D -e`; sshd logs to stderr.",
+    "locale": "Runs `sshd -D -e` as its child (sshd logs to stderr), forwards SIGTERM/SIGINT to it and exits with "
+    "its status; a changed mounted Secret is validated, installed and loaded into sshd with SIGHUP.",
     "exporter": "Polls the socket at every scrape and serves until SIGTERM; a failed poll is logged and reported "
     "as arkouda_exporter_last_poll_ok 0.",
 }
@@ -273,7 +283,11 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
 
 def locale_settings(v: Values) -> LocaleSettings:
     return LocaleSettings(
-        secret_dir=v.path("secret_dir"), state_dir=v.path("state_dir"), port=v.port(), tuning=v.tuning()
+        secret_dir=v.path("secret_dir"),
+        state_dir=v.path("state_dir"),
+        port=v.port(),
+        tuning=v.tuning(),
+        secret_poll_seconds=v.integer("secret_poll", minimum=1, maximum=3600),
     )
 
 
@@ -387,8 +401,7 @@ def dispatch(
     if ns.subcommand == "locale":
         from arkouda_bootstrap.locale import run_locale
 
-        run_locale(locale_settings(values))
-        return 0  # not reached: run_locale execs sshd
+        return run_locale(locale_settings(values))
     # validate the flags first, so a bad flag is reported before a missing namespace
     if ns.subcommand == "keygen":
         from arkouda_bootstrap.keygen import run_keygen

@@ -27,6 +27,8 @@ DEFAULT_CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com"
 DEFAULT_CONNECT_TIMEOUT = 10
 DEFAULT_CONTROL_PERSIST = 300
 DEFAULT_PROBE_ATTEMPTS = 8
+# `locale` checks the mounted Secret this often for changed keys; the kubelet's own delay (about a minute) dominates.
+DEFAULT_SECRET_POLL_SECONDS = 2
 # Relaunches in place after a lost locale, in a row, before the server exits for Kubernetes to restart it
 # (with the kubelet's back-off); a program that ran RELAUNCH_RESET_SECONDS starts a fresh count.
 DEFAULT_MAX_RELAUNCHES = 5
@@ -72,6 +74,7 @@ class LocaleSettings:
     port: int = DEFAULT_SSH_PORT
     tuning: SshTuning = field(default_factory=SshTuning)
     sshd: str = "sshd"
+    secret_poll_seconds: int = DEFAULT_SECRET_POLL_SECONDS
 
 
 @dataclass(frozen=True)

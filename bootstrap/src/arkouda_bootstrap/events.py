@@ -1,8 +1,8 @@
 """Kubernetes Events on the server pod, so `kubectl describe pod` tells the story.
 
-Reasons (docs/interfaces.md): LocalesReady, ProbeFailed, Launched, LocaleLost, Relaunching, WaitTimeout, and for
-every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable. Failing to emit an Event is logged,
-never fatal.
+Reasons (docs/interfaces.md): LocalesReady, KeysPending, ProbeFailed, Launched, LocaleLost, Relaunching,
+WaitTimeout, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable. Failing to emit an
+Event is logged, never fatal.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 class Reason(StrEnum):
     LOCALES_READY = "LocalesReady"
+    # a pod of this release serves other keys of the release than ours: waiting for it to reload the Secret
+    KEYS_PENDING = "KeysPending"
     PROBE_FAILED = "ProbeFailed"
     LAUNCHED = "Launched"
     LOCALE_LOST = "LocaleLost"

@@ -37,6 +37,7 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
         done = f" (rotation {rotation} was already done)" if rotation else ""
         return f"{where} exists and is valid; unchanged{done}"
     data = keys.build_secret_data(release=settings.release, with_token=settings.with_token)
+    data[keys.RELEASE_ID] = keys.release_id(namespace=ns, release=settings.release).encode()
     if rotation is not None:
         data[keys.ROTATION_ID] = rotation.encode()
     if existing is None:

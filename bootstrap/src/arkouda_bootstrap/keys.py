@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import logging
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,7 +37,14 @@ ROTATION_ID = "rotation-id"
 # has not rolled onto the new keys yet, which the probe tells apart from a key the release never had.
 RETIRED_HOST_KEYS = "retired_host_keys"
 MAX_RETIRED_HOST_KEYS = 4
+# The same for every Secret this release ever has (a hash of namespace/release): a locale's sshd announces it, so a
+# pod serving a host key of a deleted and regenerated Secret is told apart from a foreign host.
+RELEASE_ID = "release-id"
 KEY_FIELDS = (CLIENT_KEY, CLIENT_PUB, AUTHORIZED_KEYS, HOST_KEY, HOST_PUB, KNOWN_HOSTS)
+OPTIONAL_FIELDS = (TOKEN, ROTATION_ID, RETIRED_HOST_KEYS, RELEASE_ID)
+RELEASE_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
+# How an sshd names its release in its SSH version line (sshd_config VersionAddendum), read by the probe.
+RELEASE_BANNER_PREFIX = "arkouda-release-"
 KEY_TYPE = "ssh-ed25519"
 
 
@@ -95,6 +104,35 @@ def build_secret_data(*, release: str, with_token: bool) -> dict[str, bytes]:
         # no line end: clients and the server take the token verbatim
         data[TOKEN] = generate_token().encode()
     return data
+
+
+def release_id(*, namespace: str, release: str) -> str:
+    """16 hex digits naming the release, not its Secret: every Secret keygen ever writes for it carries the same."""
+    return hashlib.sha256(f"{namespace}/{release}".encode()).hexdigest()[:16]
+
+
+def release_banner(release: str) -> str:
+    return f"{RELEASE_BANNER_PREFIX}{release}"
+
+
+def banner_release_id(remote_version: str) -> str | None:
+    """The release id in a peer's SSH version line (`SSH-2.0-OpenSSH_9.2p1 Debian-2 arkouda-release-<id>`).
+
+    Unauthenticated: it may only ever make the probe wait longer, never trust a key."""
+    for word in remote_version.split()[1:]:
+        if word.startswith(RELEASE_BANNER_PREFIX):
+            candidate = word.removeprefix(RELEASE_BANNER_PREFIX)
+            return candidate if RELEASE_ID_PATTERN.fullmatch(candidate) else None
+    return None
+
+
+def fingerprint(data: Mapping[str, bytes]) -> str:
+    """A digest of a whole Secret (every field), to notice any change of the mounted copy."""
+    digest = hashlib.sha256()
+    for name in sorted(data):
+        digest.update(f"{len(name)}:{name}:{len(data[name])}:".encode())
+        digest.update(data[name])
+    return digest.hexdigest()
 
 
 def retire_host_key(existing: Mapping[str, bytes]) -> bytes:
@@ -224,3 +262,5 @@ def validate_secret_data(data: Mapping[str, bytes], *, source: str, require_toke
         raise fail(KNOWN_HOSTS, f"does not pin the key in {HOST_KEY}")
     if require_token and len(text(TOKEN).strip()) < 16:
         raise fail(TOKEN, "shorter than 16 characters")
+    if RELEASE_ID in data and not RELEASE_ID_PATTERN.fullmatch(text(RELEASE_ID).strip()):
+        raise fail(RELEASE_ID, "is not 16 lowercase hex digits")

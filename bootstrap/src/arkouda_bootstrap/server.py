@@ -8,10 +8,10 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
-from arkouda_bootstrap import config, discovery, keys, launch, ssh, sshd, workdir
+from arkouda_bootstrap import config, discovery, launch, secretwatch, ssh, workdir
 from arkouda_bootstrap.config import Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.events import EventRecorder, Reason
@@ -47,27 +47,33 @@ def prepare_server(
 ) -> Prepared:
     ident = ensure_identity(state_dir=settings.state_dir)
     work_dir = settings.work_dir if settings.launcher is Launcher.ARKOUDA else None
+    started = time.monotonic()
     # a missing or malformed Secret fails now, not after waiting up to --timeout for the locales
     with recorder.on_error(Reason.SECRET_INVALID):
-        key_paths = sshd.install_keys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
+        mounted = secretwatch.MountedKeys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
         token = (
             workdir.read_token(settings.secret_dir)
             if work_dir is not None and workdir.wants_authentication(settings.command)
             else None
         )
     expected = settings.num_locales - 1
-    pinned = keys.pinned_host_key(key_paths.known_hosts.read_text(encoding="utf-8"))
-    policy = probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts)
+    # A pod of this release that has not reloaded a changed Secret yet (the kubelet takes about a minute) is
+    # waited for until the wait deadline; a foreign host key still fails at once.
+    policy = replace(
+        probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts), keys_deadline=started + settings.timeout
+    )
+
+    def pending(host: ssh.Host, exc: ssh.KeysPendingError) -> None:
+        recorder.emit(Reason.KEYS_PENDING, f"{exc}; waiting for it until the wait deadline ({settings.timeout:g}s)")
+
     probe = functools.partial(
         ssh.probe_host,
         port=settings.port,
         user=ident.user,
-        client_key=ssh.load_client_key(key_paths.client_key),
-        pinned=pinned,
-        # a mismatch then says whether the pod still serves an older key of this release or a foreign one
-        retired=ssh.read_retired_host_keys(settings.secret_dir),
+        keys=mounted.current,
         timeout=float(settings.connect_timeout),
         policy=policy,
+        on_pending=pending,
     )
     own = ssh.Host(address=settings.pod_ip, pod=settings.pod_name)
     with ssh.IncrementalProbe(probe, max_workers=min(ssh.MAX_PROBE_THREADS, settings.num_locales)) as prober:
@@ -97,8 +103,8 @@ def prepare_server(
             state_dir=settings.state_dir,
             user=ident.user,
             port=settings.port,
-            identity_file=key_paths.client_key,
-            known_hosts=key_paths.known_hosts,
+            identity_file=mounted.paths.client_key,
+            known_hosts=mounted.paths.known_hosts,
             tuning=settings.tuning,
             connect_timeout=settings.connect_timeout,
             prewarm=settings.prewarm,

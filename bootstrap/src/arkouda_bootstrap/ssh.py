@@ -11,13 +11,14 @@ import shlex
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
 from arkouda_bootstrap import sshprobe
 from arkouda_bootstrap.config import DEFAULT_CONTROL_PERSIST, SshTuning
@@ -162,7 +163,10 @@ def write_client_files(
 
 ProbeError = sshprobe.ProbeError
 TransientProbeError = sshprobe.TransientProbeError
+KeysPendingError = sshprobe.KeysPendingError
 RetiredHostKeyError = sshprobe.RetiredHostKeyError
+OtherSecretHostKeyError = sshprobe.OtherSecretHostKeyError
+ProbeKeys = sshprobe.ProbeKeys
 HostKeyMismatchError = sshprobe.HostKeyMismatchError
 AuthenticationFailedError = sshprobe.AuthenticationFailedError
 CommandFailedError = sshprobe.CommandFailedError
@@ -173,9 +177,15 @@ read_retired_host_keys = sshprobe.read_retired_host_keys
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """`attempts` bounds the retries of transient errors. A pod of this release that has not reloaded a changed
+    Secret yet (KeysPendingError) is retried until `keys_deadline` (time.monotonic()) instead: the kubelet
+    delivers the change within about a minute, longer than the attempts last. Without a deadline such a pod
+    counts against `attempts` like any transient error."""
+
     attempts: int = 8
     initial_delay: float = 0.5
     max_delay: float = 8.0
+    keys_deadline: float | None = None
 
 
 def probe_host(
@@ -183,47 +193,80 @@ def probe_host(
     *,
     port: int,
     user: str,
-    client_key: paramiko.PKey,
-    pinned: PublicKey,
-    retired: Sequence[PublicKey] = (),
+    keys: Callable[[], sshprobe.ProbeKeys],
     timeout: float,
     policy: RetryPolicy,
+    on_pending: Callable[[Host, KeysPendingError], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Probe with bounded exponential retries of transient errors; logs `attempt n/N` for each. One attempt
     (sshprobe.probe): TCP connect, key exchange, the server's host key compared with the pinned one (and, on a
-    mismatch, with the release's `retired` ones), public-key auth, run `true`; ProbeError subclasses on failure."""
+    mismatch, with the release's retired ones and its release id), public-key auth, run `true`; ProbeError
+    subclasses on failure. `keys` is asked before every attempt, so a Secret that changed meanwhile is used.
+    `on_pending` is called once, at the first KeysPendingError."""
+    counted = 0  # failed attempts that count against policy.attempts
+    pending_seen = False
 
     def before(state: RetryCallState) -> None:
-        log.info("probe %s (%s): attempt %d/%d", host.address, host.pod, state.attempt_number, policy.attempts)
+        if pending_seen and policy.keys_deadline is not None:
+            left = max(0.0, policy.keys_deadline - clock())
+            log.info(
+                "probe %s (%s): attempt %d (waiting for the pod to reload the keys; %.0fs left until the deadline)",
+                host.address,
+                host.pod,
+                state.attempt_number,
+                left,
+            )
+        else:
+            log.info("probe %s (%s): attempt %d/%d", host.address, host.pod, counted + 1, policy.attempts)
 
     def after(state: RetryCallState) -> None:
+        nonlocal counted, pending_seen
         outcome = state.outcome
-        if outcome is not None and outcome.failed:
-            exc = outcome.exception()
-            if isinstance(exc, ProbeError):  # names the pod and address itself
-                log.info("probe: %s", exc)
-            else:
-                log.info("probe %s (%s): %s: %s", host.address, host.pod, type(exc).__name__, exc)
+        if outcome is None or not outcome.failed:
+            return
+        exc = outcome.exception()
+        if isinstance(exc, KeysPendingError) and policy.keys_deadline is not None:
+            if not pending_seen and on_pending is not None:
+                on_pending(host, exc)
+            pending_seen = True
+        else:
+            counted += 1
+        if isinstance(exc, ProbeError):  # names the pod and address itself
+            log.info("probe: %s", exc)
+        else:
+            log.info("probe %s (%s): %s: %s", host.address, host.pod, type(exc).__name__, exc)
+
+    def stop(state: RetryCallState) -> bool:
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None and outcome.failed else None
+        if isinstance(exc, KeysPendingError) and policy.keys_deadline is not None:
+            return clock() >= policy.keys_deadline
+        return counted >= policy.attempts
+
+    def attempt() -> None:
+        current = keys()
+        sshprobe.probe(
+            host.address,
+            pod=host.pod,
+            port=port,
+            user=user,
+            client_key=current.client_key,
+            pinned=current.pinned,
+            retired=current.retired,
+            release_id=current.release_id,
+            timeout=timeout,
+        )
 
     retrying = Retrying(
-        stop=stop_after_attempt(policy.attempts),
+        stop=stop,
         wait=wait_exponential(multiplier=policy.initial_delay, max=policy.max_delay),
         retry=retry_if_exception_type(TransientProbeError),
         before=before,
         after=after,
         reraise=True,
     )
-    retrying(
-        sshprobe.probe,
-        host.address,
-        pod=host.pod,
-        port=port,
-        user=user,
-        client_key=client_key,
-        pinned=pinned,
-        retired=retired,
-        timeout=timeout,
-    )
+    retrying(attempt)
 
 
 class IncrementalProbe:
@@ -308,21 +351,22 @@ def probe_all(
     client_key: paramiko.PKey,
     pinned: PublicKey,
     retired: Sequence[PublicKey] = (),
+    release_id: str | None = None,
     timeout: float,
     policy: RetryPolicy,
     probe: Callable[..., None] = probe_host,
 ) -> None:
-    """Probe every host in parallel; raise BootstrapError naming the first failing host (in host order)."""
+    """Probe every host in parallel with fixed keys; raise BootstrapError naming the first failing host (in host
+    order)."""
     if not hosts:
         return
+    fixed = ProbeKeys(client_key=client_key, pinned=pinned, retired=tuple(retired), release_id=release_id)
     with IncrementalProbe(
         functools.partial(
             probe,
             port=port,
             user=user,
-            client_key=client_key,
-            pinned=pinned,
-            retired=retired,
+            keys=lambda: fixed,
             timeout=timeout,
             policy=policy,
         ),

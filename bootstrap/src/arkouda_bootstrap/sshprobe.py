@@ -2,7 +2,8 @@
 the pinned one, public-key auth, `true` run and its exit status checked. The retries live in `ssh.probe_host`.
 
 Every failure is a ProbeError whose message names the pod and its address; `TransientProbeError`s are worth
-retrying (nothing listens yet, a pod still rolling onto rotated keys, a dropped connection), the others are not.
+retrying (nothing listens yet, a dropped connection), `KeysPendingError`s too, for longer (a pod of this release
+that has not reloaded a changed Secret yet), the others are not.
 
 paramiko is imported on first use, not with this module: `locale` imports `ssh` for its client config and
 starts faster without it.
@@ -15,11 +16,12 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.keys import KEY_TYPE, RETIRED_HOST_KEYS, PublicKey, retired_host_keys
+from arkouda_bootstrap.keys import KEY_TYPE, RETIRED_HOST_KEYS, PublicKey, banner_release_id, retired_host_keys
 
 if TYPE_CHECKING:
     import paramiko
@@ -52,12 +54,33 @@ class TransientProbeError(ProbeError):
     fatal = False
 
 
-class RetiredHostKeyError(TransientProbeError):
-    """The pod serves a host key this release had before a rotation: it is replaced soon, so retried."""
+class KeysPendingError(TransientProbeError):
+    """A pod of this release serves other keys of this release than ours: it (or we) has not reloaded the changed
+    Secret yet, which the kubelet delivers within about a minute. Retried until the wait deadline."""
+
+
+class RetiredHostKeyError(KeysPendingError):
+    """The pod serves a host key this release had before a rotation (the Secret's retired_host_keys)."""
+
+
+class OtherSecretHostKeyError(KeysPendingError):
+    """The pod names this release in its SSH version line but serves a host key our Secret does not know: a
+    Secret of this release that was deleted and regenerated, or one newer than our own copy."""
 
 
 class HostKeyMismatchError(ProbeError):
     pass
+
+
+@dataclass(frozen=True)
+class ProbeKeys:
+    """What one attempt checks against: our client key, the pinned host key, the release's retired host keys and
+    its release id (None for a Secret written before keygen recorded one)."""
+
+    client_key: paramiko.PKey
+    pinned: PublicKey
+    retired: Sequence[PublicKey] = ()
+    release_id: str | None = None
 
 
 class AuthenticationFailedError(ProbeError):
@@ -89,6 +112,7 @@ def probe(
     client_key: paramiko.PKey,
     pinned: PublicKey,
     retired: Sequence[PublicKey] = (),
+    release_id: str | None = None,
     timeout: float,
 ) -> None:
     """One attempt, bounded as a whole by `timeout` seconds. Raises a ProbeError subclass on failure."""
@@ -124,7 +148,14 @@ def probe(
     try:
         watchdog.start()
         transport.start_client(timeout=timeout)
-        _check_host_key(transport.get_remote_server_key(), where=where, pinned=pinned, retired=retired)
+        _check_host_key(
+            transport.get_remote_server_key(),
+            where=where,
+            pinned=pinned,
+            retired=retired,
+            release_id=release_id,
+            remote_version=transport.remote_version,
+        )
         phase = "authentication"
         try:
             transport.auth_publickey(user, client_key)
@@ -183,18 +214,48 @@ def _translate(exc: BaseException, cause: BaseException | None, *, where: str, p
     return ProbeError(f"{where}: SSH failed during {phase}: {text or type(seen).__name__}")
 
 
-def _check_host_key(presented: paramiko.PKey, *, where: str, pinned: PublicKey, retired: Sequence[PublicKey]) -> None:
-    """paramiko has verified the key's signature over the exchange; here the key itself must be the pinned one.
+def _check_host_key(
+    presented: paramiko.PKey,
+    *,
+    where: str,
+    pinned: PublicKey,
+    retired: Sequence[PublicKey],
+    release_id: str | None = None,
+    remote_version: str = "",
+) -> None:
+    """paramiko has verified the key's signature over the exchange; here the key itself must be the pinned one."""
+    explain_host_key(
+        presented.asbytes(), where=where, pinned=pinned, retired=retired, release_id=release_id, banner=remote_version
+    )
 
-    Telling an older key of this release from a foreign one is what tells the user whether to wait (the pod has
-    not rolled onto rotated keys yet) or to look for a wrong Secret or another service on that address."""
-    blob = presented.asbytes()
+
+def explain_host_key(
+    blob: bytes,
+    *,
+    where: str,
+    pinned: PublicKey,
+    retired: Sequence[PublicKey],
+    release_id: str | None,
+    banner: str,
+) -> None:
+    """Return when `blob` is the pinned host key; otherwise raise the error that says what the mismatch means.
+
+    An older key of this release (from the Secret, so trusted) or a pod that names this release in its version
+    line means: wait, it has not reloaded the changed Secret yet. A key the release never had, from a host that
+    does not name it, means a wrong Secret or another service on that address: fail now. The version line is
+    not authenticated, but believing it can only make the probe wait, until the deadline; no key is trusted
+    because of it."""
     if blob == pinned.blob:
         return
     if any(blob == old.blob for old in retired):
         raise RetiredHostKeyError(
-            f"{where} serves an older host key of this release: the keys were rotated and this pod has not rolled "
-            "onto them yet"
+            f"{where} serves an older host key of this release: the keys were rotated and this pod has not "
+            "reloaded them yet"
+        )
+    if release_id is not None and banner_release_id(banner) == release_id:
+        raise OtherSecretHostKeyError(
+            f"{where} serves a host key of another Secret of this release: the Secret was deleted and regenerated "
+            "(or changed) and that pod or this one has not reloaded it yet"
         )
     raise HostKeyMismatchError(
         f"{where} presented a host key this release never had: a different Secret is mounted there, or something "
