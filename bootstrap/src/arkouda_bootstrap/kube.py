@@ -286,6 +286,7 @@ REQUEST_TIMEOUT_SECONDS = 30.0
 # A watch chunk's connection may stay silent this much longer than its server-side timeout before we give up
 # on it (a dead TCP connection must not hang discovery past its deadline).
 WATCH_GRACE_SECONDS = 15
+# Client-side timeouts go to the client as (connect, read) pairs: older clients silently drop a float.
 # What watch.Watch should make of each event's object: the plain dict (the client's name for "no model").
 _RAW_OBJECT = "object"
 
@@ -345,7 +346,7 @@ class KubernetesApi:
 
         verb, resource = op.split()
         try:
-            response = call(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
+            response = call(*args, _preload_content=False, _request_timeout=(self._timeout, self._timeout), **kwargs)
         except ApiException as exc:
             if missing_ok and exc.status == 404:
                 return None
@@ -389,7 +390,7 @@ class KubernetesApi:
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,
             allow_watch_bookmarks=True,
-            _request_timeout=timeout_seconds + WATCH_GRACE_SECONDS,
+            _request_timeout=(self._timeout, timeout_seconds + WATCH_GRACE_SECONDS),
         )
         try:
             for raw in stream:
