@@ -1,4 +1,4 @@
-# bootstrap/: the arkouda-bootstrap Python entrypoint of every image (issue 2) and its ssh tuning (issue 7).
+# bootstrap/: the arkouda-bootstrap Python entrypoint of every image.
 # Lint and tests run from the shared venv with bootstrap/src on PYTHONPATH (mk/python.mk); the wheel that the
 # images install is built with `python -m build` into $(REPO_ROOT)/_out/wheels/.
 
@@ -9,10 +9,17 @@ WHEEL_DIR := $(REPO_ROOT)/_out/wheels
 # per-test ceiling (pytest-timeout); the real-sshd tests take a few seconds each
 BOOTSTRAP_TEST_TIMEOUT ?= 120
 
-LINT_TARGETS += lint-bootstrap
-TEST_TARGETS += test-bootstrap
+# The lowest kubernetes client pyproject.toml allows, in its own venv (cached by version) with the project's
+# other pins: the tests that run the real client must pass on it too, or the floor is not true.
+KUBERNETES_FLOOR := $(shell sed -n 's/^ *"kubernetes>=\([0-9.]*\)".*/\1/p' $(BOOTSTRAP_PYPROJECT))
+FLOOR_VENV := $(CACHE_DIR)/venv-kubernetes-$(KUBERNETES_FLOOR)-$(PY_REQS_HASH)
+FLOOR_PINS := cryptography tenacity prometheus-client paramiko pyzmq pytest pytest-timeout
+BOOTSTRAP_CLIENT_TESTS := $(BOOTSTRAP_TESTS)/test_kube_api.py $(BOOTSTRAP_TESTS)/test_kube_models.py
 
-.PHONY: lint-bootstrap test-bootstrap bootstrap-wheel
+LINT_TARGETS += lint-bootstrap
+TEST_TARGETS += test-bootstrap test-bootstrap-floor
+
+.PHONY: lint-bootstrap test-bootstrap test-bootstrap-floor bootstrap-wheel
 
 lint-bootstrap: venv ## Lint the bootstrap: ruff check, ruff format --check, mypy --strict (src and tests)
 	@cd $(REPO_ROOT) && ruff check --config $(BOOTSTRAP_PYPROJECT) bootstrap/src tests/bootstrap
@@ -22,6 +29,18 @@ lint-bootstrap: venv ## Lint the bootstrap: ruff check, ruff format --check, myp
 test-bootstrap: venv ## Run the bootstrap's pytest suite (unit, real OpenSSH sshd/ssh, real child processes)
 	@cd $(REPO_ROOT) && python -m pytest -p no:cacheprovider --timeout=$(BOOTSTRAP_TEST_TIMEOUT) \
 		-c $(BOOTSTRAP_TESTS)/pytest.ini $(BOOTSTRAP_TESTS)
+
+test-bootstrap-floor: $(FLOOR_VENV)/.done ## Run the bootstrap's client tests on the lowest kubernetes client pyproject.toml allows
+	@cd $(REPO_ROOT) && $(FLOOR_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout=$(BOOTSTRAP_TEST_TIMEOUT) \
+		-c $(BOOTSTRAP_TESTS)/pytest.ini $(BOOTSTRAP_CLIENT_TESTS)
+
+$(FLOOR_VENV)/.done: $(PY_REQS) $(BOOTSTRAP_PYPROJECT)
+	@test -n "$(KUBERNETES_FLOOR)" || { echo "test-bootstrap-floor: no \"kubernetes>=N\" in $(BOOTSTRAP_PYPROJECT)" >&2; exit 1; }
+	@echo "venv: creating $(FLOOR_VENV) (kubernetes==$(KUBERNETES_FLOOR))"
+	@rm -rf $(FLOOR_VENV) && python3 -m venv $(FLOOR_VENV)
+	@grep -E '^($(shell echo $(FLOOR_PINS) | tr ' ' '|'))==' $(PY_REQS) > $(FLOOR_VENV)/requirements.txt
+	@$(FLOOR_VENV)/bin/pip install -q --disable-pip-version-check "kubernetes==$(KUBERNETES_FLOOR)" -r $(FLOOR_VENV)/requirements.txt
+	@touch $@
 
 bootstrap-wheel: venv ## Build the arkouda-bootstrap wheel into _out/wheels/ (installed by the images)
 	@mkdir -p $(WHEEL_DIR)

@@ -128,7 +128,7 @@ def serving() -> Iterator[ApiServerDouble]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(double))
     server.daemon_threads = True
     double.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, name="apiserver-double", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="apiserver-double", daemon=True)
     thread.start()
     try:
         yield double
