@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 from arkouda_bootstrap import cli, keys
-from arkouda_bootstrap.config import ProbeSettings
-from arkouda_bootstrap.probe import tcp_probe
 from privdrop import spawn_as
 
 TEST_USER = "arkbs-test"
@@ -104,7 +102,7 @@ def shared_dir() -> Iterator[Path]:
 def wait_listening(port: int, *, seconds: float = 15.0, log: Path | None = None) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if tcp_probe(ProbeSettings(port=port, timeout=0.2)):
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
             return
         time.sleep(0.05)
     detail = log.read_text() if log is not None and log.exists() else ""

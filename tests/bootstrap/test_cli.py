@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import cli
+from arkouda_bootstrap import cli, config
 from arkouda_bootstrap.config import Launcher
 from arkouda_bootstrap.errors import EXIT_USAGE, UsageError
 from arkouda_bootstrap.kube import KubeApi
@@ -43,6 +43,18 @@ def test_server_from_env_with_defaults() -> None:
     assert s.secret_dir == Path("/etc/arkouda/ssh") and s.state_dir == Path("/run/arkouda")
     assert s.command == ("/opt/arkouda/bin/arkouda_server", "--ServerPort=5555")
     assert s.tuning.kex_algorithms == "curve25519-sha256,curve25519-sha256@libssh.org"
+
+
+def test_the_cli_defaults_are_the_settings_defaults() -> None:
+    """Every default the CLI applies is config's own: unset flags give exactly the dataclasses' defaults."""
+    s = server([], SERVER_ENV)
+    assert s == config.ServerSettings(
+        namespace="ns", num_locales=3, selector=s.selector, pod_name="rel-arkouda-server-0", pod_ip="10.1.0.5"
+    )
+    ns = cli.build_parser().parse_args(["exporter"])
+    assert cli.exporter_settings(cli.Values(ns, [*cli.COMMON, *cli.EXPORTER], {})) == config.ExporterSettings()
+    ns = cli.build_parser().parse_args(["locale"])
+    assert cli.locale_settings(cli.Values(ns, [*cli.COMMON, *cli.LOCALE], {})) == config.LocaleSettings()
 
 
 def test_flags_win_over_env_and_command_flags_are_not_ours() -> None:
@@ -103,8 +115,8 @@ def test_main_errors_are_one_line_with_exit_code(capsys: pytest.CaptureFixture[s
     assert (code, err) == (EXIT_USAGE, "arkouda-bootstrap: error: unrecognized arguments: --bogus\n")
     code, _, err = run_main([], {}, capsys)
     assert code == EXIT_USAGE and err.count("\n") == 1
-    code, _, err = run_main(["probe", "--", "x"], {}, capsys)
-    assert (code, err) == (EXIT_USAGE, "arkouda-bootstrap: error: probe takes no command after `--`\n")
+    code, _, err = run_main(["locale", "--", "x"], {}, capsys)
+    assert (code, err) == (EXIT_USAGE, "arkouda-bootstrap: error: locale takes no command after `--`\n")
     code, _, err = run_main(["keygen", "--secret-name", "x", "--log-level", "LOUD"], {}, capsys)
     assert code == EXIT_USAGE and "--log-level (ARKOUDA_LOG_LEVEL): 'LOUD'" in err
 
@@ -133,17 +145,6 @@ def test_keygen_rbac_error_through_main(capsys: pytest.CaptureFixture[str]) -> N
     api = FakeKube(fail_with={"get_secret": BootstrapError("missing RBAC: get secrets in namespace ns")})
     code, _, err = run_main(["keygen", "--secret-name", "r-arkouda-ssh", "--namespace", "ns"], {}, capsys, api)
     assert (code, err) == (1, "arkouda-bootstrap: error: missing RBAC: get secrets in namespace ns\n")
-
-
-def test_probe_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        assert run_main(["probe", "--port", str(port)], {}, capsys)[0] == 0
-    assert run_main(["probe", "--timeout", "0.2"], {"ARKOUDA_SSH_PORT": str(port)}, capsys)[0] == 1
 
 
 def test_locale_missing_secret_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,11 +19,10 @@ from arkouda_bootstrap.config import (
     KeygenSettings,
     Launcher,
     LocaleSettings,
-    ProbeSettings,
     ServerSettings,
     SshTuning,
 )
-from arkouda_bootstrap.errors import EXIT_FAILURE, BootstrapError, UsageError
+from arkouda_bootstrap.errors import BootstrapError, UsageError
 from arkouda_bootstrap.kube import KubeApi, KubernetesApi, resolve_namespace
 
 log = logging.getLogger(__name__)
@@ -34,7 +33,8 @@ SECRET_SUFFIX = "-arkouda-ssh"
 
 @dataclass(frozen=True)
 class Opt:
-    """One option: its flags, env var, default (string form, parsed like the env var) and help."""
+    """One option: its flags, env var, default (string form of config's DEFAULT_*, parsed like the env var) and
+    help."""
 
     dest: str
     flag: str
@@ -55,8 +55,16 @@ COMMON = [
     ),
 ]
 SSH_DIRS = [
-    Opt("secret_dir", "--secret-dir", "ARKOUDA_SSH_DIR", "where the SSH Secret is mounted", "/etc/arkouda/ssh"),
-    Opt("state_dir", "--state-dir", "ARKOUDA_STATE_DIR", "writable state dir (emptyDir)", "/run/arkouda"),
+    Opt(
+        "secret_dir",
+        "--secret-dir",
+        "ARKOUDA_SSH_DIR",
+        "where the SSH Secret is mounted",
+        str(config.DEFAULT_SECRET_DIR),
+    ),
+    Opt(
+        "state_dir", "--state-dir", "ARKOUDA_STATE_DIR", "writable state dir (emptyDir)", str(config.DEFAULT_STATE_DIR)
+    ),
     Opt("port", "--port", "ARKOUDA_SSH_PORT", "sshd port", str(config.DEFAULT_SSH_PORT)),
     Opt("kex", "--kex-algorithms", "ARKOUDA_SSH_KEX", "OpenSSH KexAlgorithms list", config.DEFAULT_KEX),
     Opt("ciphers", "--ciphers", "ARKOUDA_SSH_CIPHERS", "OpenSSH Ciphers list", config.DEFAULT_CIPHERS),
@@ -96,9 +104,15 @@ SERVER = [
     Opt("pod_name", "--pod-name", "POD_NAME", "this pod's name (downward API)"),
     Opt("pod_ip", "--pod-ip", "POD_IP", "this pod's IPv4 address (downward API)"),
     *SSH_DIRS,
-    Opt("timeout", "--timeout", "ARKOUDA_WAIT_TIMEOUT", "seconds to wait for the locales", "600"),
-    Opt("launcher", "--launcher", "ARKOUDA_LAUNCHER", "arkouda, mpi or none", "arkouda"),
-    Opt("slots", "--slots", "ARKOUDA_MPI_SLOTS", "MPI slots per host in the hostfile", "1"),
+    Opt(
+        "timeout",
+        "--timeout",
+        "ARKOUDA_WAIT_TIMEOUT",
+        "seconds to wait for the locales",
+        f"{config.DEFAULT_WAIT_TIMEOUT:g}",
+    ),
+    Opt("launcher", "--launcher", "ARKOUDA_LAUNCHER", "arkouda, mpi or none", Launcher.ARKOUDA.value),
+    Opt("slots", "--slots", "ARKOUDA_MPI_SLOTS", "MPI slots per host in the hostfile", str(config.DEFAULT_SLOTS)),
     Opt("omp_threads", "--omp-threads", "OMP_NUM_THREADS", "OMP_NUM_THREADS for the launched program"),
     Opt(
         "work_dir",
@@ -115,8 +129,20 @@ SERVER = [
         boolean=True,
     ),
     Opt("no_supervise", "--no-supervise", "ARKOUDA_NO_SUPERVISE", "exec the command instead", boolean=True),
-    Opt("connect_timeout", "--connect-timeout", "ARKOUDA_SSH_CONNECT_TIMEOUT", "ssh ConnectTimeout (s)", "10"),
-    Opt("probe_attempts", "--probe-attempts", "ARKOUDA_PROBE_ATTEMPTS", "ssh probe attempts per host", "8"),
+    Opt(
+        "connect_timeout",
+        "--connect-timeout",
+        "ARKOUDA_SSH_CONNECT_TIMEOUT",
+        "ssh ConnectTimeout (s)",
+        str(config.DEFAULT_CONNECT_TIMEOUT),
+    ),
+    Opt(
+        "probe_attempts",
+        "--probe-attempts",
+        "ARKOUDA_PROBE_ATTEMPTS",
+        "ssh probe attempts per host",
+        str(config.DEFAULT_PROBE_ATTEMPTS),
+    ),
     Opt(
         "max_relaunches",
         "--max-relaunches",
@@ -125,13 +151,14 @@ SERVER = [
         str(config.DEFAULT_MAX_RELAUNCHES),
     ),
 ]
-PROBE = [
-    Opt("port", "--port", "ARKOUDA_SSH_PORT", "TCP port to connect to", str(config.DEFAULT_SSH_PORT)),
-    Opt("host", "--host", "ARKOUDA_PROBE_HOST", "host to connect to", "127.0.0.1"),
-    Opt("timeout", "--timeout", "ARKOUDA_PROBE_TIMEOUT", "connect timeout (s)", "1"),
-]
 EXPORTER = [
-    Opt("metrics_host", "--metrics-host", "ARKOUDA_METRICS_HOST", "host of Arkouda's metrics socket", "127.0.0.1"),
+    Opt(
+        "metrics_host",
+        "--metrics-host",
+        "ARKOUDA_METRICS_HOST",
+        "host of Arkouda's metrics socket",
+        config.DEFAULT_METRICS_HOST,
+    ),
     Opt(
         "metrics_port",
         "--metrics-port",
@@ -165,7 +192,6 @@ SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
     "keygen": ("create/validate/rotate/delete the release's SSH Secret (Helm hook)", KEYGEN),
     "locale": ("run the unprivileged sshd and reload it with changed keys (locale pods, server pod's sshd)", LOCALE),
     "server": ("wait for locales, probe them over ssh, launch and supervise the command after --", SERVER),
-    "probe": ("exit 0 when a TCP connect succeeds (readiness probes)", PROBE),
     "exporter": ("serve Arkouda's metrics socket as Prometheus /metrics (the server pod's metrics sidecar)", EXPORTER),
 }
 
@@ -190,9 +216,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Entrypoint of the Arkouda-on-Kubernetes images.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(
-        dest="subcommand", metavar="{keygen,locale,server,probe,exporter}", parser_class=_Parser
-    )
+    sub = parser.add_subparsers(dest="subcommand", metavar="{keygen,locale,server,exporter}", parser_class=_Parser)
     for name, (text, opts) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=text, description=text, epilog=EPILOGS.get(name))
         for opt in [*COMMON, *opts]:
@@ -332,15 +356,6 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
     )
 
 
-def probe_settings(v: Values) -> ProbeSettings:
-    t = v.opt("timeout")
-    return ProbeSettings(
-        port=v.port(),
-        host=v.required("host"),
-        timeout=config.parse_float(v.required("timeout"), flag=t.flag, env=t.env),
-    )
-
-
 def exporter_settings(v: Values) -> ExporterSettings:
     t = v.opt("timeout")
     return ExporterSettings(
@@ -383,17 +398,13 @@ def dispatch(
     parser = build_parser()
     ns = parser.parse_args(own)
     if ns.subcommand is None:
-        raise UsageError(f"{PROG}: choose a subcommand: keygen, locale, server, probe or exporter (see --help)")
+        raise UsageError(f"{PROG}: choose a subcommand: keygen, locale, server or exporter (see --help)")
     opts = [*COMMON, *SUBCOMMANDS[ns.subcommand][1]]
     values = Values(ns, opts, environ)
     setup_logging(values.required("log_level"))
     if command and ns.subcommand != "server":
         raise UsageError(f"{ns.subcommand} takes no command after `--`")
 
-    if ns.subcommand == "probe":
-        from arkouda_bootstrap.probe import tcp_probe
-
-        return 0 if tcp_probe(probe_settings(values)) else EXIT_FAILURE
     if ns.subcommand == "exporter":
         from arkouda_bootstrap.exporter import run_exporter
 

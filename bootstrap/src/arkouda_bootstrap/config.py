@@ -20,11 +20,12 @@ DEFAULT_SECRET_DIR = Path("/etc/arkouda/ssh")
 DEFAULT_STATE_DIR = Path("/run/arkouda")
 DEFAULT_SSH_PORT = 2222
 DEFAULT_WAIT_TIMEOUT = 600.0
-# issue 7: curve25519 costs ~10x less client CPU per connection than OpenSSH 9's default sntrup761x25519 kex;
+# curve25519 costs ~10x less client CPU per connection than OpenSSH 9's default sntrup761x25519 kex (bench/README.md);
 # both names of the same algorithm (older peers know only the @libssh.org one). Chart values can restore the default.
 DEFAULT_KEX = "curve25519-sha256,curve25519-sha256@libssh.org"
 DEFAULT_CIPHERS = "aes128-gcm@openssh.com,chacha20-poly1305@openssh.com"
 DEFAULT_CONNECT_TIMEOUT = 10
+DEFAULT_SLOTS = 1
 DEFAULT_CONTROL_PERSIST = 300
 DEFAULT_PROBE_ATTEMPTS = 8
 # `locale` checks the mounted Secret this often for changed keys; the kubelet's own delay (about a minute) dominates.
@@ -38,6 +39,7 @@ DEFAULT_METRICS_PORT = 5556
 DEFAULT_EXPORTER_PORT = 9556
 DEFAULT_EXPORTER_TIMEOUT = 5.0
 DEFAULT_EXPORTER_HOST = "0.0.0.0"  # noqa: S104 - Prometheus scrapes the pod IP
+DEFAULT_METRICS_HOST = "127.0.0.1"  # Arkouda's metrics socket is in the same pod
 
 _ALGO_LIST = re.compile(r"^[+\-^]?[A-Za-z0-9@.\-]+(,[A-Za-z0-9@.\-]+)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -89,7 +91,7 @@ class ServerSettings:
     state_dir: Path = DEFAULT_STATE_DIR
     timeout: float = DEFAULT_WAIT_TIMEOUT
     launcher: Launcher = Launcher.ARKOUDA
-    slots: int = 1
+    slots: int = DEFAULT_SLOTS
     omp_threads: int | None = None
     work_dir: Path | None = None
     tuning: SshTuning = field(default_factory=SshTuning)
@@ -103,18 +105,11 @@ class ServerSettings:
 
 @dataclass(frozen=True)
 class ExporterSettings:
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str = DEFAULT_METRICS_HOST
     metrics_port: int = DEFAULT_METRICS_PORT
     listen_host: str = DEFAULT_EXPORTER_HOST
     listen_port: int = DEFAULT_EXPORTER_PORT
     timeout: float = DEFAULT_EXPORTER_TIMEOUT
-
-
-@dataclass(frozen=True)
-class ProbeSettings:
-    port: int
-    host: str = "127.0.0.1"
-    timeout: float = 1.0
 
 
 # ----------------------------------------------------------------------------------------------------------
