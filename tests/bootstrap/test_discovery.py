@@ -45,7 +45,7 @@ def test_duplicate_ordinal_is_a_selector_error() -> None:
         order_pods([make_pod("a-1"), make_pod("b-1")])
 
 
-def test_progress_line_matches_issue_example() -> None:
+def test_progress_line_names_the_waiting_pod_and_its_reason() -> None:
     names = [f"arkouda-locale-{n}" for n in range(7)]
     pods = {name: make_pod(name) for name in names}
     pods["arkouda-locale-4"] = make_pod("arkouda-locale-4", ip=None, phase="Pending", conditions=UNSCHEDULABLE)
@@ -55,7 +55,7 @@ def test_progress_line_matches_issue_example() -> None:
     )
     assert not progress.done
     assert len(ready) == 6
-    # 3/7 with the others not created yet: the issue's example line, plus the missing pods by name
+    # 3/7 with the others not created yet: the missing pods by name
     few = {
         k: v
         for k, v in pods.items()
@@ -272,7 +272,7 @@ def test_watches_ending_at_once_do_not_busy_loop() -> None:
 
 def test_rollout_in_ordinal_order_looks_events_up_at_most_once_per_interval() -> None:
     """In an OrderedReady rollout the first waiting pod changes on every Ready: the Events lookups for the
-    progress line must not grow with the number of locales (issue 6: API requests constant in N)."""
+    progress line must not grow with the number of locales (the API requests stay constant in N)."""
     clock = FakeClock()
     api = FakeKube()
     n = 50
@@ -289,8 +289,7 @@ def test_rollout_in_ordinal_order_looks_events_up_at_most_once_per_interval() ->
 
 
 def test_progress_lines_are_throttled_in_a_rollout_but_each_change_shows_when_the_chunk_ends() -> None:
-    """At most one line per interval while pods change (at 1024 locales a line per event was the bootstrap's
-    main cost), yet a change is never hidden for longer than a watch chunk, and the last line is N/N."""
+    """At most one line per interval while pods change (a line per event costs a pass over every pod), yet a change is never hidden for longer than a watch chunk, and the last line is N/N."""
     clock = FakeClock()  # does not advance: every event arrives within the interval
     api = FakeKube()
     n = 50

@@ -49,7 +49,7 @@ def ordinal(pod: PodInfo) -> int:
 
 @functools.lru_cache(maxsize=65536)
 def _ordinal(name: str, label: str | None) -> int:
-    # Cached: discovery evaluates every pod on every watch event, so at 1024 locales this ran a million times.
+    # Cached: a progress line evaluates every pod, and there is one per watch event at most.
     if label is not None and label.isdigit():
         return int(label)
     match = _SUFFIX.search(name)
@@ -133,7 +133,7 @@ def evaluate(
     events_for: Callable[[PodInfo], list[EventInfo]] | None = None,
 ) -> tuple[Progress, list[PodInfo]]:
     """Compute progress from the current pods; the ready locales (ordinal < expected) in ordinal order."""
-    # Runs on every watch event: one pass over the pods (this was O(N) with a large constant, O(N²) per rollout).
+    # One pass over the pods: this runs for every progress line.
     wanted = [p for p in order_pods(pods.values()) if ordinal(p) < expected]
     ready: list[PodInfo] = []
     waiting: list[PodInfo] = []
@@ -181,8 +181,7 @@ def wait_for_locales(
 
     Each watch event costs O(1): the set of Ready locales is kept up to date per pod, and the progress line (a
     pass over every pod) is computed at most once per `line_interval` seconds, again when a watch chunk ends,
-    and once more for the final `N/N locales ready`; at 1024 locales one line per event was ~1.5 ms of
-    evaluation and a printed line each, and the bootstrap fell seconds behind a rollout.
+    and once more for the final `N/N locales ready`, so a rollout of many locales cannot outrun the bootstrap.
 
     `on_ready` is called once per pod name and IP as soon as that locale is seen Ready (the server starts its
     ssh probe there, while the others are still coming up). Raises WaitTimeoutError (with the last progress
@@ -195,7 +194,7 @@ def wait_for_locales(
     events_broken = False
     # Events of the first waiting pod, fetched once per pod version and again after each watch chunk, but at
     # most once per EVENTS_MIN_INTERVAL: in an ordinal-order rollout the first waiting pod changes on every
-    # Ready, and one lookup per change made the bootstrap's API requests grow with the number of locales.
+    # Ready, and the API requests must not grow with the number of locales.
     events_cache: dict[tuple[str, str], list[EventInfo]] = {}
     last_events_fetch: float | None = None
     announced: set[tuple[str, str | None]] = set()
