@@ -289,7 +289,8 @@ def test_rollout_in_ordinal_order_looks_events_up_at_most_once_per_interval() ->
 
 
 def test_progress_lines_are_throttled_in_a_rollout_but_each_change_shows_when_the_chunk_ends() -> None:
-    """At most one line per interval while pods change (a line per event costs a pass over every pod), yet a change is never hidden for longer than a watch chunk, and the last line is N/N."""
+    """At most one line per interval while pods change (a line per event costs a pass over every pod), yet a
+    change is never hidden for longer than a watch chunk, and the last line is N/N."""
     clock = FakeClock()  # does not advance: every event arrives within the interval
     api = FakeKube()
     n = 50
