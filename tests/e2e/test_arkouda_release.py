@@ -73,7 +73,13 @@ def test_server_found_and_probed_every_locale(kube: Kube, ns: str) -> None:
     assert len(locales) == 2
     for pod in locales:
         assert pod.status.pod_ip in logs, f"server log never mentions {pod.metadata.name} ({pod.status.pod_ip})"
-    assert re.search(r"probe", logs, re.I), "server log has no probe lines"
+    # the server probes every host of the launch, its own pod first: one `probe <ip> (<pod>): attempt n/N` line each
+    server_ip = kube.core.read_namespaced_pod(SERVER_POD, ns).status.pod_ip
+    hosts = [(server_ip, SERVER_POD)] + [(p.status.pod_ip, p.metadata.name) for p in locales]
+    for ip, name in hosts:
+        line = rf"probe {re.escape(ip)} \({re.escape(name)}\): attempt 1/\d+"
+        assert re.search(line, logs), f"server log has no probe line for {name} ({ip})"
+    assert f"ssh probe: all {len(hosts)} hosts answered" in logs, "server log does not say every host answered"
     reasons = {e.reason for e in kube.events_for(ns, SERVER_POD)}
     assert {"LocalesReady", "Launched"} <= reasons, f"server pod Events: {sorted(reasons)}"
 
