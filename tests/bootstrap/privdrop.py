@@ -25,7 +25,7 @@ PREIMPORT = (
     "arkouda_bootstrap.kube",
     "arkouda_bootstrap.launch",
     "arkouda_bootstrap.locale",
-    "arkouda_bootstrap.probe",
+    "arkouda_bootstrap.podwatch",
     "arkouda_bootstrap.secretwatch",
     "arkouda_bootstrap.server",
     "arkouda_bootstrap.ssh",
