@@ -105,7 +105,6 @@ def test_pod_from_json() -> None:
     assert cond is not None and cond.message.startswith("0/3 nodes")
     assert pod.containers[0].state == "waiting"
     assert pod.containers[0].reason == "CrashLoopBackOff"
-    assert pod.containers[0].restart_count == 3
 
 
 def test_pod_from_json_running_terminated_and_deleting() -> None:

@@ -55,7 +55,6 @@ class ContainerState:
     reason: str = ""
     message: str = ""
     exit_code: int | None = None
-    restart_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -216,14 +215,12 @@ def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
     state = _d(cs.get("state"))
     name = _s(cs.get("name"))
     ready = bool(cs.get("ready"))
-    restarts = int(cs.get("restartCount") or 0)
     if (waiting := state.get("waiting")) is not None:
         w = _d(waiting)
         return ContainerState(
             name=name,
             state="waiting",
             ready=ready,
-            restart_count=restarts,
             reason=_s(w.get("reason")),
             message=_s(w.get("message")),
         )
@@ -234,14 +231,13 @@ def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
             name=name,
             state="terminated",
             ready=ready,
-            restart_count=restarts,
             reason=_s(t.get("reason")),
             message=_s(t.get("message")),
             exit_code=int(code) if code is not None else None,
         )
     if state.get("running") is not None:
-        return ContainerState(name=name, state="running", ready=ready, restart_count=restarts)
-    return ContainerState(name=name, state="unknown", ready=ready, restart_count=restarts)
+        return ContainerState(name=name, state="running", ready=ready)
+    return ContainerState(name=name, state="unknown", ready=ready)
 
 
 def event_from_watch(raw: Mapping[str, Any]) -> PodEvent | None:
