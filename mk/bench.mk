@@ -1,4 +1,4 @@
-# Benchmarks (issues 6 and 7): `make bench` runs every part, each writing $(RESULTS_DIR)/parts/<part>.json,
+# Benchmarks: `make bench` runs every part, each writing $(RESULTS_DIR)/parts/<part>.json,
 # then `bench-report` merges them into $(RESULTS_DIR)/bench.csv + bench.json and prints one table.
 # The harness is bench/src/arkouda_bench (see bench/README.md); it runs as root (it creates the unprivileged
 # `arkbench` user whose sshd serves every loopback "host").
@@ -20,15 +20,15 @@ bench-start: venv
 	@rm -rf $(RESULTS_DIR)/parts
 	@mkdir -p $(RESULTS_DIR)
 
-bench-fanout: venv ## Issue 7 row: parallel ssh fan-out, OpenSSH default vs ours vs ours+pre-warm (BENCH_FANOUT_HOSTS, BENCH_REPEATS)
+bench-fanout: venv ## ssh fan-out rows: parallel ssh, OpenSSH default vs ours vs ours+pre-warm (BENCH_FANOUT_HOSTS, BENCH_REPEATS)
 	@$(BENCH_PY) fanout --hosts $(BENCH_FANOUT_HOSTS) --repeats $(BENCH_REPEATS)
 
-bench-scale: venv cluster-tools ## Issue 6 row 1: the bootstrap's server against a real kube-apiserver at N locales (BENCH_SCALE_LOCALES)
+bench-scale: venv cluster-tools ## scale rows: the bootstrap's server against a real kube-apiserver at N locales (BENCH_SCALE_LOCALES)
 	@$(BENCH_PY) scale --locales $(BENCH_SCALE_LOCALES) --repeats $(BENCH_REPEATS) --profile-n $(BENCH_PROFILE_N)
 
-# Rows 2-4 need the local node with the images loaded (make e2e-prepare) and the host Himeno build. If getting
+# The cluster rows need the local node with the images loaded (make e2e-prepare) and the host Himeno build. If getting
 # there fails, the rows say `not run: <reason>` (with the log) instead of stopping the other rows.
-bench-cluster: venv ## Issue 6 rows 2-4 on the local node: helm install phases, recovery, Himeno pod vs host
+bench-cluster: venv ## cluster rows on the local node: helm install phases, recovery, Himeno pod vs host
 	@mkdir -p $(RESULTS_DIR)
 	@echo "bench-cluster: make e2e-prepare mpi-demo-host (log: $(RESULTS_DIR)/cluster-prepare.log)"
 	@if $(MAKE) e2e-prepare mpi-demo-host > $(RESULTS_DIR)/cluster-prepare.log 2>&1; then \

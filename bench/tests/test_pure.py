@@ -41,12 +41,20 @@ def test_audit_policy_logs_only_the_bootstrap_user() -> None:
 
 def test_runtime_pins_come_from_the_requirements(tmp_path: Path) -> None:
     req = tmp_path / "r.txt"
-    req.write_text("# c\nKubernetes==1.0\ncryptography==2.0  # x\ntenacity==3\npyinstrument==4\nruff==9\n")
-    assert runtime_pins(req) == ["Kubernetes==1.0", "tenacity==3", "cryptography==2.0", "pyinstrument==4"]
+    req.write_text(
+        "# c\nKubernetes==1.0\ncryptography==2.0  # x\ntenacity==3\nparamiko==5\npyinstrument==4\nruff==9\n"
+    )
+    assert runtime_pins(req) == [
+        "Kubernetes==1.0",
+        "tenacity==3",
+        "cryptography==2.0",
+        "paramiko==5",
+        "pyinstrument==4",
+    ]
     req.write_text("cryptography==2.0\n")
     with pytest.raises(BenchSetupError, match="does not pin"):
         runtime_pins(req)
-    assert len(RUNTIME_PACKAGES) == 4
+    assert len(RUNTIME_PACKAGES) == 5
 
 
 def test_parse_himeno_reads_mflops_and_checks_the_shape() -> None:

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 # The bootstrap's runtime dependencies, plus the profiler the bench runs it under.
-RUNTIME_PACKAGES = ("kubernetes", "tenacity", "cryptography", "pyinstrument")
+RUNTIME_PACKAGES = ("kubernetes", "tenacity", "cryptography", "paramiko", "pyinstrument")
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s#]+)")
 
 

@@ -54,15 +54,11 @@ RUN_TIMEOUT = 600.0
 # The bootstrap CLI as `python -c` (its argv follows), for the profiler: main() returns instead of os._exit.
 PROFILED_MAIN = "import sys; from arkouda_bootstrap.cli import main; sys.exit(main(sys.argv[1:]))"
 
-# What the bootstrap's server may do (mirrors the chart's server Role: read pods, read/write Events).
+# What the bootstrap's server may do: exactly the chart's server Role (charts/arkouda/charts/arkouda-server/
+# templates/role.yaml), so a request the chart would refuse fails here too.
 ROLE_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
-    {
-        "apiGroups": ["events.k8s.io"],
-        "resources": ["events"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
-    },
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
 ]
 
 _ALL_READY = re.compile(r"^(\d+)/(\d+) locales ready$")
