@@ -94,6 +94,7 @@ class FakeKube:
     list_rv: int = 100
     event_rv: int = 1000  # resourceVersions of scripted watch events (after any list)
     secrets: dict[tuple[str, str], tuple[dict[str, bytes], dict[str, str]]] = field(default_factory=dict)
+    config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
     created_events: list[CreatedEvent] = field(default_factory=list)
     watch_script: queue.Queue[WatchItem] = field(default_factory=queue.Queue)
@@ -181,6 +182,14 @@ class FakeKube:
     def delete_secret(self, *, namespace: str, name: str) -> bool:
         self._check("delete_secret", name)
         return self.secrets.pop((namespace, name), None) is not None
+
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        self._check("delete_pod", name)
+        return self.pods.pop(name, None) is not None
+
+    def delete_config_map(self, *, namespace: str, name: str) -> bool:
+        self._check("delete_config_map", name)
+        return self.config_maps.pop((namespace, name), None) is not None
 
 
 __all__ = ["END", "CreatedEvent", "FakeClock", "FakeKube", "GoneError", "make_pod"]

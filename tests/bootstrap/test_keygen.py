@@ -7,7 +7,7 @@ from arkouda_bootstrap import keys
 from arkouda_bootstrap.config import KeygenSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.keygen import run_keygen
-from fakes import FakeKube
+from fakes import FakeKube, make_pod
 
 S = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel")
 
@@ -110,6 +110,26 @@ def test_delete() -> None:
     d = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", delete=True)
     assert run_keygen(api, d) == "deleted Secret rel-arkouda-ssh in namespace ns"
     assert run_keygen(api, d) == "Secret rel-arkouda-ssh in namespace ns already absent"
+
+
+def test_delete_also_removes_the_helm_test_objects_helm_leaves_behind() -> None:
+    api = FakeKube()
+    run_keygen(api, S)
+    api.pods["rel-arkouda-test"] = make_pod("rel-arkouda-test")
+    api.config_maps[("ns", "rel-arkouda-test")] = {"test.py": "..."}
+    d = KeygenSettings(
+        namespace="ns", secret_name="rel-arkouda-ssh", release="rel", delete=True, test_objects="rel-arkouda-test"
+    )
+    assert run_keygen(api, d) == (
+        "deleted Secret rel-arkouda-ssh in namespace ns; test Pod rel-arkouda-test deleted; "
+        "test ConfigMap rel-arkouda-test deleted"
+    )
+    assert not api.pods
+    assert not api.config_maps
+    assert run_keygen(api, d) == (
+        "Secret rel-arkouda-ssh in namespace ns already absent; test Pod rel-arkouda-test already absent; "
+        "test ConfigMap rel-arkouda-test already absent"
+    )
 
 
 def test_rbac_error_propagates_as_one_line() -> None:

@@ -123,6 +123,11 @@ def test_watch_410_as_an_event_or_a_status_is_gone(apiserver: ApiServerDouble) -
             "missing RBAC: update secrets in namespace ns",
         ),
         (lambda api: api.delete_secret(namespace="ns", name="s"), "missing RBAC: delete secrets in namespace ns"),
+        (lambda api: api.delete_pod(namespace="ns", name="p"), "missing RBAC: delete pods in namespace ns"),
+        (
+            lambda api: api.delete_config_map(namespace="ns", name="c"),
+            "missing RBAC: delete configmaps in namespace ns",
+        ),
         (
             lambda api: api.create_event(pod=PodRef(namespace="ns", name="p"), reason="r", message="m"),
             "missing RBAC: create events in namespace ns",
@@ -133,7 +138,14 @@ def test_every_call_names_the_missing_rbac(
     apiserver: ApiServerDouble, call: Callable[[KubernetesApi], object], expected: str
 ) -> None:
     for method in ("GET", "POST", "PUT", "DELETE"):
-        for path in (PODS, f"{PODS}/p", "/api/v1/namespaces/ns/events", "/api/v1/namespaces/ns/secrets", SECRET):
+        for path in (
+            PODS,
+            f"{PODS}/p",
+            "/api/v1/namespaces/ns/events",
+            "/api/v1/namespaces/ns/secrets",
+            SECRET,
+            "/api/v1/namespaces/ns/configmaps/c",
+        ):
             apiserver.answer(Answer(method, path, status=403, body={"kind": "Status", "code": 403}))
     with pytest.raises(BootstrapError) as err:
         call(apiserver.api())
@@ -145,11 +157,29 @@ def test_missing_pod_or_secret_is_none_not_an_error(apiserver: ApiServerDouble) 
         Answer("GET", f"{PODS}/p", status=404),
         Answer("GET", SECRET, status=404),
         Answer("DELETE", SECRET, status=404),
+        Answer("DELETE", f"{PODS}/p", status=404),
+        Answer("DELETE", "/api/v1/namespaces/ns/configmaps/c", status=404),
     )
     api = apiserver.api()
     assert api.get_pod(namespace="ns", name="p") is None
     assert api.get_secret(namespace="ns", name="s") is None
     assert api.delete_secret(namespace="ns", name="s") is False
+    assert api.delete_pod(namespace="ns", name="p") is False
+    assert api.delete_config_map(namespace="ns", name="c") is False
+
+
+def test_the_uninstall_clean_up_deletes_the_test_pod_and_config_map(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer("DELETE", f"{PODS}/p", body={"kind": "Pod"}),
+        Answer("DELETE", "/api/v1/namespaces/ns/configmaps/c", body={"kind": "Status"}),
+    )
+    api = apiserver.api()
+    assert api.delete_pod(namespace="ns", name="p") is True
+    assert api.delete_config_map(namespace="ns", name="c") is True
+    assert [(s.method, s.path) for s in apiserver.seen] == [
+        ("DELETE", f"{PODS}/p"),
+        ("DELETE", "/api/v1/namespaces/ns/configmaps/c"),
+    ]
 
 
 def test_events_are_looked_up_by_pod_and_created_as_valid_core_events(apiserver: ApiServerDouble) -> None:

@@ -87,6 +87,12 @@ KEYGEN = [
         "(a replayed `helm upgrade --reuse-values`) changes nothing",
     ),
     Opt("delete", "--delete", "ARKOUDA_SSH_DELETE", "delete the Secret (post-delete hook)", boolean=True),
+    Opt(
+        "test_objects",
+        "--test-objects",
+        "ARKOUDA_TEST_OBJECTS",
+        "with --delete: also delete the helm test Pod and ConfigMap of this name (Helm leaves test hooks behind)",
+    ),
 ]
 LOCALE = [
     *SSH_DIRS,
@@ -295,6 +301,12 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
     delete = v.boolean("delete")
     if rotation_id and delete:
         raise UsageError("--rotation-id and --delete exclude each other")
+    test_objects = v.raw("test_objects")
+    if test_objects:
+        to = v.opt("test_objects")
+        if not delete:
+            raise UsageError(f"{config.source(to.flag, to.env)} needs --delete (it is part of the uninstall clean-up)")
+        test_objects = config.parse_name(test_objects, flag=to.flag, env=to.env)
     return KeygenSettings(
         namespace=namespace,
         secret_name=secret_name,
@@ -302,6 +314,7 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
         with_token=v.boolean("with_token"),
         rotation_id=rotation_id,
         delete=delete,
+        test_objects=test_objects or None,
     )
 
 

@@ -67,6 +67,8 @@ class KeygenSettings:
     with_token: bool = False
     rotation_id: str | None = None
     delete: bool = False
+    # with delete: the helm test Pod and ConfigMap of this name, which Helm leaves behind at uninstall
+    test_objects: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,15 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
     ns, name = settings.namespace, settings.secret_name
     where = f"Secret {name} in namespace {ns}"
     if settings.delete:
-        return f"deleted {where}" if api.delete_secret(namespace=ns, name=name) else f"{where} already absent"
+        deleted = [f"deleted {where}" if api.delete_secret(namespace=ns, name=name) else f"{where} already absent"]
+        if settings.test_objects:
+            # Helm never deletes test hooks at uninstall; the last test Pod is kept for `helm test --logs`.
+            test = settings.test_objects
+            pod = api.delete_pod(namespace=ns, name=test)
+            config_map = api.delete_config_map(namespace=ns, name=test)
+            deleted.append(f"test Pod {test} {'deleted' if pod else 'already absent'}")
+            deleted.append(f"test ConfigMap {test} {'deleted' if config_map else 'already absent'}")
+        return "; ".join(deleted)
     existing = api.get_secret(namespace=ns, name=name)
     labels = secret_labels(settings.release)
     rotation = settings.rotation_id

@@ -148,6 +148,14 @@ class KubeApi(Protocol):
         """Delete; False when it did not exist."""
         ...
 
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        """Delete; False when it did not exist."""
+        ...
+
+    def delete_config_map(self, *, namespace: str, name: str) -> bool:
+        """Delete; False when it did not exist."""
+        ...
+
 
 def resolve_namespace(explicit: str | None, *, namespace_file: Path = SERVICEACCOUNT_NAMESPACE_FILE) -> str:
     """Flag/env value, else the in-cluster service account's namespace file, else a clear error."""
@@ -444,6 +452,14 @@ class KubernetesApi:
         call = self._core.delete_namespaced_secret
         result = self._call("delete secrets", namespace, call, name, namespace, missing_ok=True)
         return result is not None
+
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        call = self._core.delete_namespaced_pod
+        return self._call("delete pods", namespace, call, name, namespace, missing_ok=True) is not None
+
+    def delete_config_map(self, *, namespace: str, name: str) -> bool:
+        call = self._core.delete_namespaced_config_map
+        return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
 
 
 def event_body(*, pod: PodRef, reason: str, message: str, type_: str, now: dt.datetime) -> dict[str, Any]:

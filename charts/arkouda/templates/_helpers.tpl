@@ -143,3 +143,11 @@ volumes:
     emptyDir:
       sizeLimit: 64Mi
 {{- end -}}
+
+{{- /*
+arkouda.testName: the name of the helm test Pod and its ConfigMap (<release>-arkouda-test); the post-delete
+keygen Job deletes both by this name.
+*/}}
+{{- define "arkouda.testName" -}}
+{{- printf "%s-arkouda-test" .Release.Name -}}
+{{- end -}}
