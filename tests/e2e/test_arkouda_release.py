@@ -132,6 +132,15 @@ def test_helm_test_passes(ns: str) -> None:
     proc = helm("test", RELEASE, "-n", ns, "--timeout", "5m", timeout=400)
     print(proc.stdout)
     assert re.search(r"Phase:\s+Succeeded", proc.stdout), proc.stdout
+    assert "PASS: numLocales == 3" in proc.stdout, "helm test prints the test's own output"
+
+
+def test_helm_test_logs_works_as_most_users_run_it(ns: str) -> None:
+    """`helm test --logs` reads the Pod's log after Helm's hook clean-up: the passed Pod must still be there."""
+    proc = helm("test", RELEASE, "-n", ns, "--logs", "--timeout", "5m", timeout=400)
+    assert re.search(r"Phase:\s+Succeeded", proc.stdout), proc.stdout
+    assert f"POD LOGS: {RELEASE}-arkouda-test" in proc.stdout, proc.stdout
+    assert "PASS: numLocales == 3" in proc.stdout
 
 
 def scrape(ns: str) -> str:
