@@ -26,11 +26,11 @@ TOOLS_TARGETS += tools-helm
 LINT_TARGETS += lint-charts
 TEST_TARGETS += test-charts
 
-.PHONY: tools-helm lint-charts test-charts update-chart-snapshots chart-docs package
+.PHONY: tools-helm lint-charts test-charts update-chart-snapshots chart-docs chart-schemas chart-deps package
 CHART_VERSION = $(shell sed -n 's/^version: *//p' $(CHART_DIR)/Chart.yaml)
 PACKAGE_DIR := $(REPO_ROOT)/_out/charts
 
-package: tools-helm ## Package the chart into _out/charts/arkouda-<version>.tgz (what a chart repository or OCI registry serves)
+package: tools-helm chart-deps ## Package the chart into _out/charts/arkouda-<version>.tgz (what a chart repository or OCI registry serves)
 	@mkdir -p $(PACKAGE_DIR) && helm package $(CHART_DIR) -d $(PACKAGE_DIR) >/dev/null
 	@echo "package: $(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz (push: helm push $(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz oci://<registry>/<repo>)"
 
@@ -78,14 +78,26 @@ $(HELM_TOOLS_DIR)/.done:
 
 CHART_UNITTEST_FLAGS ?=
 
+# The arkouda-common library chart (charts/arkouda/charts/arkouda-common) serves the umbrella chart from there;
+# each subchart names it as a file:// dependency, so `helm dependency update` copies it into the subchart's charts/
+# (gitignored) for the subchart rendered alone: its helm-unittest suites, helm lint --with-subcharts, the package.
+# Cheap and offline (file:// only), so it runs before every target that needs it and the copy is never stale.
+chart-deps: ## Copy the arkouda-common library chart into each subchart (helm dependency update)
+	@for c in $(CHART_SUBCHARTS); do helm dependency update --skip-refresh $$c >/dev/null || exit 1; done
+
 # The helm test scripts run in the arkouda image (python3, and the stand-in's replay client there): the images'
 # ruff settings, mypy --strict with the stand-in on the path; their tests are tests/images/test_helm_test_scripts.py.
 CHART_PY := $(CHART_DIR)/files
+# The generators of the chart's shared schema/values sections and of its README values reference.
+CHART_TOOLS_PY := $(REPO_ROOT)/hack/tools/chart-schemas.py $(REPO_ROOT)/hack/tools/chart-docs.py
 
-lint-charts: venv ## helm lint --strict, helm template and Pod Security "restricted" (psscheck) for the defaults and every values/*.yaml
+lint-charts: venv chart-deps ## helm lint --strict, helm template and Pod Security "restricted" (psscheck) for the defaults and every values/*.yaml
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config docker/ruff.toml $(CHART_PY) && \
 	  $(VENV)/bin/ruff format --check --config docker/ruff.toml $(CHART_PY) && \
 	  MYPYPATH=docker/arkouda/standin/lib $(VENV)/bin/mypy --strict --python-version 3.11 --no-incremental $(CHART_PY)
+	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config docker/ruff.toml $(CHART_TOOLS_PY) && \
+	  $(VENV)/bin/ruff format --check --config docker/ruff.toml $(CHART_TOOLS_PY) && \
+	  $(VENV)/bin/mypy --strict --python-version 3.11 --no-incremental $(CHART_TOOLS_PY)
 	@$(REPO_ROOT)/hack/tools/lint-charts.sh $(CHART_DIR) $(CHART_VALUES)
 	@# The package users install: it renders on its own, carries the helm test scripts, and no test suites.
 	@$(MAKE) -s package >/dev/null && tgz=$(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz \
@@ -99,11 +111,14 @@ lint-charts: venv ## helm lint --strict, helm template and Pod Security "restric
 	  || { cat $(REPO_ROOT)/_out/ct-lint.log >&2; echo "lint-charts: FAIL ct lint" >&2; exit 1; }
 	@$(PY) $(REPO_ROOT)/hack/tools/chart-docs.py --check $(CHART_DIR) && echo "lint-charts: ok   README values reference up to date"
 
-test-charts: ## helm-unittest suites of the umbrella chart and both subcharts
+test-charts: chart-deps ## helm-unittest suites of the umbrella chart and both subcharts
 	@helm unittest --color=false --strict --with-subchart=false $(CHART_UNITTEST_FLAGS) $(CHART_DIR) $(CHART_SUBCHARTS)
 
-update-chart-snapshots: ## Re-write the helm-unittest snapshots after an intended template change (review the diff)
+update-chart-snapshots: chart-deps ## Re-write the helm-unittest snapshots after an intended template change (review the diff)
 	@helm unittest --color=false --strict --with-subchart=false --update-snapshot $(CHART_DIR) $(CHART_SUBCHARTS)
 
 chart-docs: venv ## Regenerate the values reference at the end of charts/arkouda/README.md from the schemas
 	@$(PY) $(REPO_ROOT)/hack/tools/chart-docs.py $(CHART_DIR)
+
+chart-schemas: ## Copy the shared global values/schema (charts/arkouda/charts/arkouda-common/global/) into the three charts
+	@python3 $(REPO_ROOT)/hack/tools/chart-schemas.py $(CHART_DIR)

@@ -14,9 +14,14 @@ import yaml
 
 MARKER = "## Values\n"
 SUBCHARTS = {"arkouda-locale": "locale", "arkouda-server": "server"}
+# The library chart's key, which Helm adds to the values of every chart depending on it; it takes no values.
+LIBRARY = "arkouda-common"
 
 
 def _type(sub: dict[str, Any]) -> str:
+    if "$ref" in sub:  # the typed Kubernetes objects of the definitions section, e.g. #/definitions/securityContext
+        name = sub["$ref"].rsplit("/", 1)[-1]
+        return f"object (Kubernetes {name[0].upper()}{name[1:]}, typed)"
     if "enum" in sub:
         return " \\| ".join(f"`{e}`" if e else '`""`' for e in sub["enum"])
     if "oneOf" in sub:
@@ -37,7 +42,7 @@ def _rows(schema: dict[str, Any], values: Any, prefix: str) -> list[str]:
         default = "see values.yaml" if len(default) > 60 else f"`{default}`"
         desc = sub.get("description", "").replace("|", "\\|")
         if "minimum" in sub or "maximum" in sub:
-            desc += f" Range {sub.get('minimum', '')}–{sub.get('maximum', '')}."
+            desc += f" Range {sub.get('minimum', '')}\N{EN DASH}{sub.get('maximum', '')}."
         out.append(f"| `{path}` | {_type(sub)} | {default} | {desc} |")
     return out
 
@@ -62,7 +67,7 @@ def render(chart: Path) -> str:
     for name, alias in SUBCHARTS.items():
         parts += [
             f"### {alias} (subchart {name}, under `{alias}:`)\n",
-            _table(chart / "charts" / name, f"{alias}.", None, {"global"}) + "\n",
+            _table(chart / "charts" / name, f"{alias}.", None, {"global", LIBRARY}) + "\n",
         ]
     return "\n".join(parts)
 

@@ -2,9 +2,10 @@
 # Lints the arkouda chart (make lint-charts): `helm lint --strict` (subcharts included), `helm template` and
 # psscheck (Pod Security "restricted" by Kubernetes' admission library) with the default values and with every
 # override file given, plus two consistency checks helm cannot do:
-# the appVersion of all three Chart.yaml equals IMAGE_TAG (hack/versions.env; the image tag the chart defaults
-# to), and the `global` section of the three values.schema.json and values.yaml is identical (Helm hands the
-# umbrella's global values to each subchart, whose strict schema must accept exactly the same keys).
+# the appVersion of every Chart.yaml (umbrella, subcharts, the arkouda-common library) equals IMAGE_TAG
+# (hack/versions.env; the image tag the chart defaults to), and the `global` sections of the three
+# values.schema.json and values.yaml are the copies hack/tools/chart-schemas.py makes from their one source.
+# The subcharts' own copy of the library (make chart-deps) must be in place for the --with-subcharts lint.
 # Usage: lint-charts.sh CHART_DIR [VALUES_FILE...]
 set -euo pipefail
 chart=$1; shift
@@ -28,31 +29,12 @@ while read -r ref; do
   fi
 done < <(sed -n 's/^ *image: *\([^ ]*\) *$/\1/p' "$chart/Chart.yaml")
 
-python3 - "$chart" <<'PY' || fail=1
-import json, sys, pathlib
-root = pathlib.Path(sys.argv[1])
-files = [root / "values.schema.json", *sorted(root.glob("charts/*/values.schema.json"))]
-ref = json.loads(files[0].read_text())["properties"]["global"]
-for f in files[1:]:
-    if json.loads(f.read_text())["properties"]["global"] != ref:
-        sys.exit(f"lint-charts: properties.global of {f} differs from {files[0]}; keep them identical")
-# The `global:` block of each values.yaml (up to the next top-level key) must be the same text too: the
-# subcharts' copy is what they render with alone (their helm-unittest suites), the umbrella's wins in a release.
-def global_block(path):
-    lines, out, inside = path.read_text().splitlines(), [], False
-    for line in lines:
-        if line.startswith("global:"):
-            inside = True
-        elif inside and line and not line.startswith(" "):
-            break
-        if inside:
-            out.append(line)
-    return "\n".join(out).rstrip()
-values = [root / "values.yaml", *sorted(root.glob("charts/*/values.yaml"))]
-for f in values[1:]:
-    if global_block(f) != global_block(values[0]):
-        sys.exit(f"lint-charts: the global: block of {f} differs from {values[0]}; keep them identical")
-PY
+# The parts all three charts share, copied from their one source in the arkouda-common library chart.
+if python3 "$repo/hack/tools/chart-schemas.py" --check "$chart"; then
+  echo "lint-charts: ok   global sections of the three charts = their source (make chart-schemas)"
+else
+  fail=1
+fi
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 run() { # run LABEL CMD...: quiet on success, full output on failure

@@ -1,101 +1,4 @@
 {{- /*
-arkouda-server.fullname: name of the 1-replica StatefulSet (pod <release>-arkouda-server-0), its client
-Service, ServiceAccount, Role and RoleBinding (<release>-arkouda-server, fixed by docs/interfaces.md).
-*/}}
-{{- define "arkouda-server.fullname" -}}
-{{- printf "%s-arkouda-server" .Release.Name | trunc 52 | trimSuffix "-" -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.selectorLabels: the immutable labels the StatefulSet, Service, PDB and NetworkPolicies select
-on; the server's bootstrap selects instance + component.
-*/}}
-{{- define "arkouda-server.selectorLabels" -}}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/part-of: arkouda
-app.kubernetes.io/component: server
-{{- end -}}
-
-{{- /*
-arkouda-server.labels: selector labels plus the descriptive ones and global.commonLabels.
-*/}}
-{{- define "arkouda-server.labels" -}}
-{{ include "arkouda-server.selectorLabels" . }}
-app.kubernetes.io/name: arkouda
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-{{- with .Values.global.commonLabels }}
-{{ toYaml . }}
-{{- end }}
-{{- end -}}
-
-{{- /*
-arkouda-server.image: registry/repository:tag; each part from server.image.* when set, else global.image.*,
-the tag finally from the chart's appVersion.
-*/}}
-{{- define "arkouda-server.image" -}}
-{{- $g := .Values.global.image -}}
-{{- $l := .Values.image | default dict -}}
-{{- $registry := coalesce $l.registry $g.registry "" -}}
-{{- $repository := required "global.image.repository must be set (the image with arkouda-bootstrap)" (coalesce $l.repository $g.repository) -}}
-{{- $tag := coalesce $l.tag $g.tag .Chart.AppVersion | toString -}}
-{{- if $registry }}{{ printf "%s/%s:%s" $registry $repository $tag }}{{ else }}{{ printf "%s:%s" $repository $tag }}{{ end -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.pullPolicy: server.image.pullPolicy when set, else global.image.pullPolicy.
-*/}}
-{{- define "arkouda-server.pullPolicy" -}}
-{{- coalesce .Values.image.pullPolicy .Values.global.image.pullPolicy "IfNotPresent" -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.sshPort: global.sshPort (global only: the launcher reaches locale 0 and every locale pod on one
-port; the subchart schemas refuse a per-component sshPort).
-*/}}
-{{- define "arkouda-server.sshPort" -}}
-{{- .Values.global.sshPort | int -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.sshSecretName: global.sshSecretName or <release>-arkouda-ssh (made by the keygen hook).
-*/}}
-{{- define "arkouda-server.sshSecretName" -}}
-{{- default (printf "%s-arkouda-ssh" .Release.Name) .Values.global.sshSecretName -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.podSecurityContext: the subchart's podSecurityContext when non-empty (it replaces the global one
-whole), else global.podSecurityContext; plus global.runAsUser/runAsGroup/fsGroup unless set there or "".
-*/}}
-{{- define "arkouda-server.podSecurityContext" -}}
-{{- $psc := deepCopy (.Values.podSecurityContext | default .Values.global.podSecurityContext) -}}
-{{- range $k := list "runAsUser" "runAsGroup" "fsGroup" -}}
-{{- $v := get $.Values.global $k -}}
-{{- if and (not (hasKey $psc $k)) (ne (toString $v) "") }}{{ $_ := set $psc $k ($v | int64) }}{{ end -}}
-{{- end -}}
-{{- toYaml $psc -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.securityContext: the subchart's securityContext when non-empty (replaces the global one whole), else
-global.securityContext.
-*/}}
-{{- define "arkouda-server.securityContext" -}}
-{{- toYaml (.Values.securityContext | default .Values.global.securityContext) -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.numLocales: global.numLocales, validated (>= 1).
-*/}}
-{{- define "arkouda-server.numLocales" -}}
-{{- $n := .Values.global.numLocales | int -}}
-{{- if lt $n 1 }}{{ fail "global.numLocales must be >= 1" }}{{ end -}}
-{{- $n -}}
-{{- end -}}
-
-{{- /*
 arkouda-server.localeSelector: the label selector the bootstrap lists the locale pods with (docs/interfaces.md).
 */}}
 {{- define "arkouda-server.localeSelector" -}}
@@ -107,19 +10,10 @@ arkouda-server.serviceAccountName: the chart's ServiceAccount, or serviceAccount
 */}}
 {{- define "arkouda-server.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
-{{- default (include "arkouda-server.fullname" .) .Values.serviceAccount.name -}}
+{{- default (include "arkouda-common.fullname" (dict "ctx" . "component" "server")) .Values.serviceAccount.name -}}
 {{- else -}}
 {{- required "server.serviceAccount.name must be set when server.serviceAccount.create is false" .Values.serviceAccount.name -}}
 {{- end -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.mode: global.mode, validated.
-*/}}
-{{- define "arkouda-server.mode" -}}
-{{- $m := .Values.global.mode -}}
-{{- if not (has $m (list "arkouda" "mpi")) }}{{ fail (printf "global.mode must be arkouda or mpi, got %q" $m) }}{{ end -}}
-{{- $m -}}
 {{- end -}}
 
 {{- /*
@@ -129,8 +23,8 @@ the flags from values, memMax derived or checked, the metrics daemon when enable
 mpirun -np numLocales*slotsPerLocale.
 */}}
 {{- define "arkouda-server.programArgs" -}}
-{{- if eq (include "arkouda-server.mode" .) "mpi" -}}
-{{- $ranks := mul (include "arkouda-server.numLocales" . | int) (.Values.mpi.slotsPerLocale | int) -}}
+{{- if eq .Values.global.mode "mpi" -}}
+{{- $ranks := mul (.Values.global.numLocales | int) (.Values.mpi.slotsPerLocale | int) -}}
 {{- $args := list "/bin/bash" "/etc/arkouda/scripts/run-mpi.sh" "mpirun" "-np" (toString $ranks) -}}
 {{- $args = concat $args .Values.mpi.mpirunArgs (list .Values.mpi.command) .Values.mpi.args -}}
 {{- toYaml $args -}}
@@ -144,43 +38,6 @@ mpirun -np numLocales*slotsPerLocale.
 {{- $args = concat $args .Values.extraArgs -}}
 {{- toYaml $args -}}
 {{- end -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.secretMode: mode of the mounted SSH Secret files: 0440 when an fsGroup makes them group-readable
-by the pod's user, else 0444 (OpenShift-style arbitrary uid without a fixed fsGroup). The bootstrap copies the
-keys into /run/arkouda with the modes sshd's StrictModes wants.
-*/}}
-{{- define "arkouda-server.secretMode" -}}
-{{- $psc := include "arkouda-server.podSecurityContext" . | fromYaml -}}
-{{- if hasKey $psc "fsGroup" }}{{ 288 }}{{ else }}{{ 292 }}{{ end -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.sshEnv: the environment both containers of the server pod share with the locale pods (bootstrap
-log level, namespace, key and state dirs, sshd port and algorithms), as EnvVar list items.
-*/}}
-{{- define "arkouda-server.sshEnv" -}}
-- name: ARKOUDA_LOG_LEVEL
-  value: {{ .Values.global.logLevel | quote }}
-- name: POD_NAMESPACE
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.namespace
-- name: ARKOUDA_SSH_DIR
-  value: /etc/arkouda/ssh
-- name: ARKOUDA_STATE_DIR
-  value: /run/arkouda
-- name: ARKOUDA_SSH_PORT
-  value: {{ include "arkouda-server.sshPort" . | quote }}
-{{- with .Values.global.sshKexAlgorithms }}
-- name: ARKOUDA_SSH_KEX
-  value: {{ . | quote }}
-{{- end }}
-{{- with .Values.global.sshCiphers }}
-- name: ARKOUDA_SSH_CIPHERS
-  value: {{ . | quote }}
-{{- end }}
 {{- end -}}
 
 {{- /*
@@ -231,7 +88,7 @@ metrics.enabled), else "". Arkouda records per-command metrics only with --trace
 memTrack of false is refused rather than overridden.
 */}}
 {{- define "arkouda-server.metricsEnabled" -}}
-{{- if and (eq (include "arkouda-server.mode" .) "arkouda") .Values.metrics.enabled -}}
+{{- if and (eq .Values.global.mode "arkouda") .Values.metrics.enabled -}}
 {{- if not .Values.memTrack }}{{ fail "server.memTrack is false but server.metrics.enabled is true: Arkouda records per-command metrics only with --memTrack; set server.memTrack=true or server.metrics.enabled=false" }}{{ end -}}
 true
 {{- end -}}
