@@ -1,4 +1,10 @@
 {{- /*
+Helpers of this chart's own objects (keygen hooks, helm test) only. The names, labels, image, security
+contexts and ssh settings that the umbrella chart and both subcharts share live in the arkouda-common library
+chart (charts/arkouda-common).
+*/}}
+
+{{- /*
 arkouda.keygenName: name of the keygen ServiceAccount, Role, RoleBinding and Job.
 */}}
 {{- define "arkouda.keygenName" -}}

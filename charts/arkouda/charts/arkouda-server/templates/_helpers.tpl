@@ -1,4 +1,9 @@
 {{- /*
+Helpers of the server pod only. The names, labels, image, security contexts and ssh settings
+that the umbrella chart and both subcharts share live in the arkouda-common library chart (charts/arkouda-common).
+*/}}
+
+{{- /*
 arkouda-server.localeSelector: the label selector the bootstrap lists the locale pods with (docs/interfaces.md).
 */}}
 {{- define "arkouda-server.localeSelector" -}}
