@@ -1,14 +1,16 @@
-"""FakeKube: a named test double of arkouda_bootstrap.kube.KubeApi (in-memory pods, Secrets, Events, and a
-scripted watch stream). No API server is involved; the e2e suite runs the same code against a real one."""
+"""FakeKube: a named test double of arkouda_bootstrap.kube.KubeApi and ServiceApi (in-memory pods, Secrets,
+Events, Services and EndpointSlices, and a scripted watch stream). No API server is involved; the e2e suite runs
+the same code against a real one."""
 
 from __future__ import annotations
 
+import copy
 import queue
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube import ConflictError, EventInfo, GoneError, PodCondition, PodEvent, PodInfo, PodList, PodRef
@@ -102,6 +104,9 @@ class FakeKube:
     on_idle_watch: Callable[[int], None] | None = None
     fail_with: dict[str, BootstrapError] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    services: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    endpoint_slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    object_rv: int = 5000
 
     def _check(self, op: str, arg: str = "") -> None:
         self.calls.append((op, arg))
@@ -190,6 +195,66 @@ class FakeKube:
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
+
+    # -- ServiceApi (server --register-service): objects kept as the API's JSON -----------------------------
+
+    def _create(
+        self, op: str, store: dict[tuple[str, str], dict[str, Any]], namespace: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        name = str(body["metadata"]["name"])
+        self._check(op, name)
+        if (namespace, name) in store:
+            raise ConflictError(f"{op}: conflict (AlreadyExists)")
+        self.object_rv += 1
+        obj = copy.deepcopy(dict(body))
+        obj["metadata"].update(uid=f"uid-{name}-{self.object_rv}", resourceVersion=str(self.object_rv))
+        store[(namespace, name)] = obj
+        return copy.deepcopy(obj)
+
+    def _replace(
+        self, op: str, store: dict[tuple[str, str], dict[str, Any]], namespace: str, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        self._check(op, name)
+        current = store.get((namespace, name))
+        if current is None:
+            raise BootstrapError(f"{op} in namespace {namespace}: not found")
+        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            raise ConflictError(f"{op}: conflict (the object has been modified)")
+        self.object_rv += 1
+        obj = copy.deepcopy(dict(body))
+        obj["metadata"].update(uid=current["metadata"]["uid"], resourceVersion=str(self.object_rv))
+        store[(namespace, name)] = obj
+        return copy.deepcopy(obj)
+
+    def create_service(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._create("create_service", self.services, namespace, body)
+
+    def get_service(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        self._check("get_service", name)
+        found = self.services.get((namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def replace_service(self, *, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._replace("replace_service", self.services, namespace, name, body)
+
+    def delete_service(self, *, namespace: str, name: str) -> bool:
+        self._check("delete_service", name)
+        return self.services.pop((namespace, name), None) is not None
+
+    def create_endpoint_slice(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._create("create_endpoint_slice", self.endpoint_slices, namespace, body)
+
+    def get_endpoint_slice(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        self._check("get_endpoint_slice", name)
+        found = self.endpoint_slices.get((namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def replace_endpoint_slice(self, *, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._replace("replace_endpoint_slice", self.endpoint_slices, namespace, name, body)
+
+    def delete_endpoint_slice(self, *, namespace: str, name: str) -> bool:
+        self._check("delete_endpoint_slice", name)
+        return self.endpoint_slices.pop((namespace, name), None) is not None
 
 
 __all__ = ["END", "CreatedEvent", "FakeClock", "FakeKube", "GoneError", "make_pod"]

@@ -16,10 +16,13 @@ from typing import NoReturn
 from arkouda_bootstrap import __version__, config
 from arkouda_bootstrap.config import (
     ExporterSettings,
+    HostsFrom,
     KeygenSettings,
     Launcher,
     LocaleSettings,
+    Registration,
     ServerSettings,
+    SlurmSource,
     SshTuning,
 )
 from arkouda_bootstrap.errors import BootstrapError, UsageError
@@ -63,7 +66,11 @@ SSH_DIRS = [
         str(config.DEFAULT_SECRET_DIR),
     ),
     Opt(
-        "state_dir", "--state-dir", "ARKOUDA_STATE_DIR", "writable state dir (emptyDir)", str(config.DEFAULT_STATE_DIR)
+        "state_dir",
+        "--state-dir",
+        "ARKOUDA_STATE_DIR",
+        "writable state dir (emptyDir; server --hosts-from slurm: $TMPDIR/arkouda-bootstrap-<uid>-<job id>)",
+        str(config.DEFAULT_STATE_DIR),
     ),
     Opt("port", "--port", "ARKOUDA_SSH_PORT", "sshd port", str(config.DEFAULT_SSH_PORT)),
     Opt("kex", "--kex-algorithms", "ARKOUDA_SSH_KEX", "OpenSSH KexAlgorithms list", config.DEFAULT_KEX),
@@ -105,6 +112,14 @@ LOCALE = [
     ),
 ]
 SERVER = [
+    Opt(
+        "hosts_from",
+        "--hosts-from",
+        "ARKOUDA_HOSTS_FROM",
+        "kubernetes (the locale pods) or slurm (the job's allocation, batch host first)",
+        HostsFrom.KUBERNETES.value,
+    ),
+    # with --hosts-from slurm optional: it must then equal the allocation's node count
     Opt("num_locales", "--num-locales", "ARKOUDA_NUM_LOCALES", "number of locales incl. this server (>= 1)"),
     Opt("selector", "--selector", "ARKOUDA_LOCALE_SELECTOR", "label selector of the locale pods"),
     Opt("pod_name", "--pod-name", "POD_NAME", "this pod's name (downward API)"),
@@ -156,6 +171,39 @@ SERVER = [
         "relaunches in place after lost locales, in a row, before exiting",
         str(config.DEFAULT_MAX_RELAUNCHES),
     ),
+    Opt(
+        "ssh_dir",
+        "--ssh-dir",
+        "ARKOUDA_USER_SSH_DIR",
+        "slurm: the user's ssh directory (client key id_ed25519 or id_rsa)",
+        config.DEFAULT_USER_SSH_DIR,
+    ),
+    Opt(
+        "known_hosts",
+        "--known-hosts",
+        "ARKOUDA_SSH_KNOWN_HOSTS",
+        "slurm: known_hosts file that pins every node's ssh-ed25519 host key (default: <ssh-dir>/known_hosts)",
+    ),
+    Opt(
+        "host_ip",
+        "--host-ip",
+        "ARKOUDA_HOST_IP",
+        "slurm: this node's IPv4 for the other nodes and the registered Service (default: its name resolved)",
+    ),
+    Opt(
+        "register_service",
+        "--register-service",
+        "ARKOUDA_REGISTER_SERVICE",
+        "slurm: publish the server as this Service (+ EndpointSlice) in a Kubernetes cluster while it runs",
+    ),
+    Opt("kube_namespace", "--kube-namespace", "ARKOUDA_KUBE_NAMESPACE", "slurm: namespace of --register-service"),
+    Opt("kubeconfig", "--kubeconfig", "KUBECONFIG", "slurm: kubeconfig file of the identity --register-service uses"),
+    Opt(
+        "service_port",
+        "--service-port",
+        "ARKOUDA_SERVICE_PORT",
+        "slurm: port of --register-service (default: the command's --ServerPort, else 5555)",
+    ),
 ]
 EXPORTER = [
     Opt(
@@ -204,7 +252,8 @@ SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
 
 EPILOGS = {
     "server": "Everything after `--` is the command to launch (arkouda: -nl N is appended), e.g. "
-    "arkouda-bootstrap server -- /opt/arkouda/bin/arkouda_server --ServerPort=5555",
+    "arkouda-bootstrap server -- /opt/arkouda/bin/arkouda_server --ServerPort=5555; in a Slurm batch script: "
+    "arkouda-bootstrap server --hosts-from slurm -- /path/arkouda_server --ServerPort=5555",
     "keygen": "Exits 0 when the Secret was created or already valid; an invalid Secret is an error naming the field.",
     "locale": "Runs `sshd -D -e` as its child (sshd logs to stderr), forwards SIGTERM/SIGINT to it and exits with "
     "its status; a changed mounted Secret is validated, installed and loaded into sshd with SIGHUP.",
@@ -243,6 +292,10 @@ class Values:
         self._opts = {o.dest: o for o in opts}
         self._environ = environ
 
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return self._environ
+
     def opt(self, dest: str) -> Opt:
         return self._opts[dest]
 
@@ -256,6 +309,12 @@ class Values:
         if opt.env and self._environ.get(opt.env, "").strip():
             return self._environ[opt.env]
         return opt.default
+
+    def given(self, dest: str) -> bool:
+        """Set by flag or env var (not just defaulted)."""
+        opt = self._opts[dest]
+        value = getattr(self._ns, dest, None)
+        return (value is not None and value is not False) or bool(opt.env and self._environ.get(opt.env, "").strip())
 
     def required(self, dest: str) -> str:
         value = self.raw(dest)
@@ -343,17 +402,41 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
         config.parse_int(omp, minimum=1, flag="--omp-threads", env="OMP_NUM_THREADS") if omp and omp.strip() else None
     )
     timeout_opt = v.opt("timeout")
+    hosts_raw = v.required("hosts_from").lower()
+    try:
+        hosts_from = HostsFrom(hosts_raw)
+    except ValueError:
+        raise UsageError(f"--hosts-from (ARKOUDA_HOSTS_FROM): {hosts_raw!r} is not one of kubernetes, slurm") from None
+    slurm = slurm_source(v) if hosts_from is HostsFrom.SLURM else None
+    if slurm is None and v.given("register_service"):
+        raise UsageError(
+            "--register-service (ARKOUDA_REGISTER_SERVICE) needs --hosts-from slurm: in Kubernetes the chart's own "
+            "Service reaches the server"
+        )
+    if slurm is not None:
+        # the pod fields mean nothing here; the host list and our address come from the allocation at run time
+        num_locales = v.integer("num_locales", minimum=1) if v.given("num_locales") else 0
+        selector, pod_name, pod_ip = "", "", ""
+        port = v.port() if v.given("port") else config.SLURM_SSH_PORT
+        state_dir = v.path("state_dir") if v.given("state_dir") else config.slurm_state_dir(v.environ)
+    else:
+        num_locales = v.integer("num_locales", minimum=1)
+        selector = config.parse_selector(
+            v.required("selector"), flag=o("selector")["flag"] or "", env=o("selector")["env"]
+        )
+        pod_name = v.required("pod_name")
+        pod_ip = config.parse_ipv4(v.required("pod_ip"), flag="--pod-ip", env="POD_IP")
+        port = v.port()
+        state_dir = v.path("state_dir")
     return ServerSettings(
         namespace=namespace,
-        num_locales=v.integer("num_locales", minimum=1),
-        selector=config.parse_selector(
-            v.required("selector"), flag=o("selector")["flag"] or "", env=o("selector")["env"]
-        ),
-        pod_name=v.required("pod_name"),
-        pod_ip=config.parse_ipv4(v.required("pod_ip"), flag="--pod-ip", env="POD_IP"),
-        port=v.port(),
+        num_locales=num_locales,
+        selector=selector,
+        pod_name=pod_name,
+        pod_ip=pod_ip,
+        port=port,
         secret_dir=v.path("secret_dir"),
-        state_dir=v.path("state_dir"),
+        state_dir=state_dir,
         timeout=config.parse_float(v.required("timeout"), flag=timeout_opt.flag, env=timeout_opt.env),
         launcher=launcher,
         slots=v.integer("slots", minimum=1),
@@ -366,6 +449,49 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
         connect_timeout=v.integer("connect_timeout", minimum=1, maximum=600),
         probe_attempts=v.integer("probe_attempts", minimum=1, maximum=100),
         max_relaunches=v.integer("max_relaunches", minimum=0, maximum=1000),
+        slurm=slurm,
+    )
+
+
+def slurm_source(v: Values) -> SlurmSource:
+    """The --hosts-from slurm options; --register-service needs its namespace and kubeconfig."""
+    known_hosts = v.raw("known_hosts")
+    host_ip = v.raw("host_ip")
+    register: Registration | None = None
+    if v.given("register_service"):
+        ro = v.opt("register_service")
+        name = config.parse_name(v.required("register_service"), flag=ro.flag, env=ro.env)
+        if "." in name:  # a Service name is a DNS label
+            raise UsageError(f"{config.source(ro.flag, ro.env)}: {name!r} is not a Service name (no dots)")
+        no = v.opt("kube_namespace")
+        if not v.given("kube_namespace"):
+            raise UsageError(f"--register-service needs {config.source(no.flag, no.env)}: the Service's namespace")
+        if not v.given("kubeconfig"):
+            raise UsageError(
+                "--register-service needs --kubeconfig (KUBECONFIG): the credentials of the identity allowed to "
+                "create the Service (docs/slurm/rbac.yaml)"
+            )
+        sp = v.opt("service_port")
+        register = Registration(
+            name=name,
+            namespace=config.parse_name(v.required("kube_namespace"), flag=no.flag, env=no.env),
+            kubeconfig=Path(v.required("kubeconfig")).expanduser(),
+            port=config.parse_port(v.required("service_port"), flag=sp.flag, env=sp.env)
+            if v.given("service_port")
+            else None,
+        )
+    elif v.given("kube_namespace") or v.given("service_port"):
+        raise UsageError(
+            "--kube-namespace and --service-port only go with --register-service (ARKOUDA_REGISTER_SERVICE)"
+        )
+    return SlurmSource(
+        ssh_dir=Path(v.required("ssh_dir")).expanduser(),
+        known_hosts=Path(known_hosts).expanduser() if known_hosts and known_hosts.strip() else None,
+        host_ip=config.parse_ipv4(host_ip, flag="--host-ip", env="ARKOUDA_HOST_IP")
+        if host_ip and host_ip.strip()
+        else None,
+        slots_given=v.given("slots"),
+        register=register,
     )
 
 
@@ -437,6 +563,11 @@ def dispatch(
     from arkouda_bootstrap.server import run_server
 
     server = server_settings(values, namespace="", command=command)
+    if server.slurm is not None:
+        # no Kubernetes API on this path (only --register-service talks to one, with its own kubeconfig)
+        from arkouda_bootstrap.server import run_slurm_server
+
+        return run_slurm_server(server, environ=environ)
     server = replace(server, namespace=resolve_namespace(values.raw("namespace")))
     return run_server(api_factory(), server)
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -51,6 +53,25 @@ class Launcher(StrEnum):
     NONE = "none"
 
 
+class HostsFrom(StrEnum):
+    """Where `server` takes its host list from: the locale pods (Kubernetes API) or a Slurm job's allocation."""
+
+    KUBERNETES = "kubernetes"
+    SLURM = "slurm"
+
+
+# --hosts-from slurm: the nodes' own sshd, and the user's own keys
+SLURM_SSH_PORT = 22
+DEFAULT_USER_SSH_DIR = "~/.ssh"
+
+
+def slurm_state_dir(environ: Mapping[str, str]) -> Path:
+    """The Slurm path's default state dir: private to this user and job, on the batch host's local temp dir
+    (only the batch host runs the launcher, so the wrapper and config need not exist on the other nodes)."""
+    base = environ.get("TMPDIR", "").strip() or "/tmp"  # noqa: S108 - a per-user, per-job 0700 dir below it
+    return Path(base) / f"arkouda-bootstrap-{os.getuid()}-{environ.get('SLURM_JOB_ID', '').strip() or 'nojob'}"
+
+
 @dataclass(frozen=True)
 class SshTuning:
     """Key exchange and cipher lists used by both the sshd and the client config (OpenSSH list syntax)."""
@@ -82,7 +103,31 @@ class LocaleSettings:
 
 
 @dataclass(frozen=True)
+class Registration:
+    """--register-service: publish the server as a Service of a Kubernetes cluster (Slurm path)."""
+
+    name: str
+    namespace: str
+    kubeconfig: Path
+    port: int | None = None  # None: the command's --ServerPort, else Arkouda's default
+
+
+@dataclass(frozen=True)
+class SlurmSource:
+    """--hosts-from slurm: where the keys are, the address to advertise, and the optional registration."""
+
+    ssh_dir: Path
+    known_hosts: Path | None = None  # None: <ssh_dir>/known_hosts
+    host_ip: str | None = None  # None: the batch host's name resolved
+    slots_given: bool = False  # --slots was set: it wins over SLURM_TASKS_PER_NODE
+    register: Registration | None = None
+
+
+@dataclass(frozen=True)
 class ServerSettings:
+    """With `slurm` set, the host list is the job's allocation: `num_locales` is then 0 (the allocation's node
+    count) or the count the user expects, and `namespace`, `selector`, `pod_name`, `pod_ip` are unused."""
+
     namespace: str
     num_locales: int
     selector: str
@@ -103,6 +148,7 @@ class ServerSettings:
     connect_timeout: int = DEFAULT_CONNECT_TIMEOUT
     probe_attempts: int = DEFAULT_PROBE_ATTEMPTS
     max_relaunches: int = DEFAULT_MAX_RELAUNCHES
+    slurm: SlurmSource | None = None
 
 
 @dataclass(frozen=True)

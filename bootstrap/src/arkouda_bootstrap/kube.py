@@ -157,6 +157,31 @@ class KubeApi(Protocol):
         ...
 
 
+class ServiceApi(Protocol):
+    """What publishing a server outside the cluster needs (`server --register-service`): one Service without a
+    selector and its EndpointSlice, as the API's JSON. `create_*` raise ConflictError when the object exists."""
+
+    def create_service(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def get_service(self, *, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def replace_service(self, *, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def delete_service(self, *, namespace: str, name: str) -> bool:
+        """Delete; False when it did not exist."""
+        ...
+
+    def create_endpoint_slice(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def get_endpoint_slice(self, *, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def replace_endpoint_slice(self, *, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def delete_endpoint_slice(self, *, namespace: str, name: str) -> bool:
+        """Delete; False when it did not exist."""
+        ...
+
+
 def resolve_namespace(explicit: str | None, *, namespace_file: Path = SERVICEACCOUNT_NAMESPACE_FILE) -> str:
     """Flag/env value, else the in-cluster service account's namespace file, else a clear error."""
     if explicit:
@@ -296,15 +321,26 @@ _RAW_OBJECT = "object"
 
 
 class KubernetesApi:
-    """`KubeApi` over the official client's public API (`CoreV1Api`, `watch.Watch`)."""
+    """`KubeApi` and `ServiceApi` over the official client's public API (`CoreV1Api`, `DiscoveryV1Api` for
+    EndpointSlices, `watch.Watch`)."""
 
     def __init__(self, api_client: Any, *, request_timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
         # Imported here, not at module level: the generated CoreV1Api imports its model classes, which costs
         # the `locale` and `exporter` subcommands (they never call the API) a noticeable share of their start.
         from kubernetes.client import CoreV1Api
 
+        self._client = api_client
         self._core = CoreV1Api(api_client)
+        self._discovery: Any = None
         self._timeout = request_timeout
+
+    def _discovery_api(self) -> Any:
+        """DiscoveryV1Api, built on first use: only `server --register-service` needs it."""
+        if self._discovery is None:
+            from kubernetes.client import DiscoveryV1Api
+
+            self._discovery = DiscoveryV1Api(self._client)
+        return self._discovery
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, *, context: str | None = None) -> KubernetesApi:
@@ -343,7 +379,7 @@ class KubernetesApi:
         missing_ok: bool = False,
         **kwargs: Any,
     ) -> dict[str, Any] | None:
-        """One CoreV1Api call (`op` is `<verb> <resource>` for errors) with a JSON answer, read raw; None for a
+        """One API call (`op` is `<verb> <resource>` for errors) with a JSON answer, read raw; None for a
         404 when `missing_ok`; every error as one line."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
@@ -461,6 +497,40 @@ class KubernetesApi:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
 
+    # -- services and endpointslices (server --register-service) ------------------------------------------
+
+    def create_service(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        call = self._core.create_namespaced_service
+        return self._call("create services", namespace, call, namespace, dict(body)) or {}
+
+    def get_service(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        call = self._core.read_namespaced_service
+        return self._call("get services", namespace, call, name, namespace, missing_ok=True)
+
+    def replace_service(self, *, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        call = self._core.replace_namespaced_service
+        return self._call("update services", namespace, call, name, namespace, dict(body)) or {}
+
+    def delete_service(self, *, namespace: str, name: str) -> bool:
+        call = self._core.delete_namespaced_service
+        return self._call("delete services", namespace, call, name, namespace, missing_ok=True) is not None
+
+    def create_endpoint_slice(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        call = self._discovery_api().create_namespaced_endpoint_slice
+        return self._call("create endpointslices", namespace, call, namespace, dict(body)) or {}
+
+    def get_endpoint_slice(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        call = self._discovery_api().read_namespaced_endpoint_slice
+        return self._call("get endpointslices", namespace, call, name, namespace, missing_ok=True)
+
+    def replace_endpoint_slice(self, *, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        call = self._discovery_api().replace_namespaced_endpoint_slice
+        return self._call("update endpointslices", namespace, call, name, namespace, dict(body)) or {}
+
+    def delete_endpoint_slice(self, *, namespace: str, name: str) -> bool:
+        call = self._discovery_api().delete_namespaced_endpoint_slice
+        return self._call("delete endpointslices", namespace, call, name, namespace, missing_ok=True) is not None
+
 
 def event_body(*, pod: PodRef, reason: str, message: str, type_: str, now: dt.datetime) -> dict[str, Any]:
     """A core/v1 Event on `pod` (so `kubectl describe pod` lists it), as the API's JSON."""
@@ -507,6 +577,19 @@ def translate_api_error(exc: Any, *, verb: str, resource: str, namespace: str) -
         return BootstrapError(f"{verb} {resource} in namespace {namespace}: not found (does the namespace exist?)")
     if status == 409:
         return ConflictError(f"{verb} {resource} in namespace {namespace}: conflict ({getattr(exc, 'reason', '')})")
+    if status == 422:
+        # the API server refused the object itself; its Status message names the field and why
+        return BootstrapError(f"{verb} {resource} in namespace {namespace}: refused: {_status_message(exc)}")
     return BootstrapError(
         f"{verb} {resource} in namespace {namespace} failed: HTTP {status} {getattr(exc, 'reason', '')}".rstrip()
     )
+
+
+def _status_message(exc: Any) -> str:
+    """The `message` of the Status an API error carries, else its HTTP reason."""
+    try:
+        body = json.loads(getattr(exc, "body", None) or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message) if message else str(getattr(exc, "reason", "") or "invalid")
