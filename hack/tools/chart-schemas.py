@@ -24,6 +24,10 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 SOURCE = Path("charts/arkouda-common/global")
+COPY_NOTE = (
+    "properties.global, properties.arkouda-common and definitions are copies of"
+    " charts/arkouda/charts/arkouda-common/global/schema.json: edit that file, then run make chart-schemas."
+)
 
 
 def _charts(umbrella: Path) -> list[Path]:
@@ -49,6 +53,7 @@ def _global_block(lines: list[str]) -> tuple[int, int]:
 
 def render_schema(target: str, source: dict[str, Any]) -> str:
     schema = json.loads(target)
+    schema["$comment"] = COPY_NOTE
     schema["properties"].update(source["properties"])
     schema["definitions"] = source["definitions"]
     return _dump(schema)
