@@ -439,8 +439,14 @@ def _registration(
         "arkouda-bootstrap/host": prepared.hosts[0].address,
         **({"arkouda-bootstrap/slurm-job-id": environ["SLURM_JOB_ID"]} if environ.get("SLURM_JOB_ID") else {}),
     }
+    try:
+        api = factory(source.kubeconfig)
+    except BootstrapError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the client's config loader raises several types for one cause
+        raise BootstrapError(f"cannot use kubeconfig {source.kubeconfig} (--kubeconfig, KUBECONFIG): {exc}") from None
     return ServiceRegistration(
-        api=factory(source.kubeconfig),
+        api=api,
         name=source.name,
         namespace=source.namespace,
         address=prepared.own_ip,
