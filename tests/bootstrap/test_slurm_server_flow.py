@@ -352,3 +352,15 @@ def test_register_service_publishes_while_running_and_withdraws_at_sigterm(
     assert created["ports"] == [{"name": "arkouda", "port": server_port, "protocol": "TCP"}]
     assert created["addressType"] == "IPv4"
     assert "Service ak in namespace ns is ready: 192.0.2.10" in log
+
+
+def test_any_key_pinned_for_a_node_is_accepted_as_ssh_does(job: Job, secret_data: dict[str, bytes]) -> None:
+    other = keys.build_secret_data(release="other", with_token=False)
+    hosts = ",".join(f"[127.0.0.{i}]:{job.port}" for i in (1, 2, 3))
+    # the wrong key first: the probe must go on to the second one, as OpenSSH's client would
+    (job.ssh_dir / "known_hosts").write_text(
+        f"[127.0.0.2]:{job.port} {host_pub(other)}\n{hosts} {host_pub(secret_data)}\n"
+    )
+    code, log = job.run(["--hosts-from", "slurm", "--", str(job.program(STANDIN))])
+    assert code == 0, log
+    assert len((job.out / "ran").read_text().splitlines()) == 3

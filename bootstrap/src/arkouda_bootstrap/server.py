@@ -297,12 +297,18 @@ def _slurm_probe(
     """One node: its pinned key from the site's known_hosts, then the probe; errors worded for a node, not a pod."""
     name = userkeys.known_hosts_name(host.address, port)
     try:
-        pinned = userkeys.pinned_host_key(host.address, port=port, known_hosts=keys.known_hosts)
+        pinned = userkeys.pinned_host_keys(host.address, port=port, known_hosts=keys.known_hosts)
     except BootstrapError as exc:
         raise sshprobe.ProbeError(str(exc)) from None
-    probe_keys = sshprobe.ProbeKeys(client_key=client_key, pinned=pinned)
     try:
-        ssh.probe_host(host, port=port, user=user, keys=lambda: probe_keys, timeout=timeout, policy=policy)
+        for i, key in enumerate(pinned):  # ssh accepts any key pinned for the host; so does the probe
+            current = functools.partial(sshprobe.ProbeKeys, client_key=client_key, pinned=key)
+            try:
+                ssh.probe_host(host, port=port, user=user, keys=current, timeout=timeout, policy=policy)
+                break
+            except sshprobe.HostKeyMismatchError:
+                if i == len(pinned) - 1:
+                    raise
     except sshprobe.HostKeyMismatchError:
         raise sshprobe.HostKeyMismatchError(
             f"host {host.address} presented a host key that {keys.known_hosts} does not pin for {name}: the node was "

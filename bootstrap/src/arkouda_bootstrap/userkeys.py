@@ -59,7 +59,7 @@ def load_client_key(path: Path) -> paramiko.PKey:
 
     try:
         return paramiko.PKey.from_path(path)
-    except paramiko.PasswordRequiredException:
+    except (paramiko.PasswordRequiredException, TypeError):  # newer paramiko lets cryptography's TypeError through
         raise BootstrapError(
             f"client key {path} is protected by a passphrase, which a batch job cannot enter: use a key without "
             "one for the cluster's nodes (--ssh-dir)"
@@ -76,7 +76,13 @@ def known_hosts_name(host: str, port: int) -> str:
 
 
 def pinned_host_key(host: str, *, port: int, known_hosts: Path, ssh_keygen: str | None = None) -> PublicKey:
-    """The ssh-ed25519 key `known_hosts` pins for `host` (OpenSSH's lookup), or one line saying why there is none."""
+    """The first ssh-ed25519 key `known_hosts` pins for `host`."""
+    return pinned_host_keys(host, port=port, known_hosts=known_hosts, ssh_keygen=ssh_keygen)[0]
+
+
+def pinned_host_keys(host: str, *, port: int, known_hosts: Path, ssh_keygen: str | None = None) -> list[PublicKey]:
+    """The ssh-ed25519 keys `known_hosts` pins for `host` (OpenSSH's lookup: any of them is accepted, as ssh does),
+    or one line saying why there is none."""
     name = known_hosts_name(host, port)
     tool = ssh_keygen or shutil.which("ssh-keygen")
     if tool is None:
@@ -114,11 +120,9 @@ def pinned_host_key(host: str, *, port: int, known_hosts: Path, ssh_keygen: str 
                 raise BootstrapError(str(exc)) from None
         else:
             other_types.add(key_type)
-    keys = [k for k in keys if k.blob_b64 not in revoked]
-    if len({k.blob_b64 for k in keys}) > 1:
-        raise BootstrapError(f"{known_hosts} pins more than one ssh-ed25519 host key for {name}: keep the right one")
-    if keys:
-        return keys[0]
+    unique = {k.blob_b64: k for k in keys if k.blob_b64 not in revoked}
+    if unique:
+        return list(unique.values())
     if other_types:
         raise BootstrapError(
             f"{known_hosts} pins no ssh-ed25519 host key for {name} (only {', '.join(sorted(other_types))}): the probe "
