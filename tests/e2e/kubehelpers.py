@@ -157,6 +157,12 @@ def _state(c: Any) -> str:
     return "?"
 
 
+def release_pods(release: str) -> str:
+    """Label selector of a release's locale and server pods: not its helm test Pod, which stays (Completed)
+    after a test until the next one replaces it."""
+    return f"app.kubernetes.io/instance={release},app.kubernetes.io/component in (server,locale)"
+
+
 def all_ready(expected: int) -> Callable[[list[Any]], bool]:
     def done(pods: list[Any]) -> bool:
         ready = [p for p in pods if p.metadata.deletion_timestamp is None and p.status.pod_ip

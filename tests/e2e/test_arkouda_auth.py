@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from kubehelpers import CHART, REPO_ROOT, VALUES, Kube, all_ready, helm, image_args, wait_for
+from kubehelpers import CHART, REPO_ROOT, VALUES, Kube, all_ready, helm, image_args, release_pods, wait_for
 
 log = logging.getLogger(__name__)
 
 RELEASE = "aka"
-RELEASE_SEL = f"app.kubernetes.io/instance={RELEASE}"
+RELEASE_SEL = release_pods(RELEASE)
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
 SECRET = f"{RELEASE}-arkouda-ssh"
 STANDIN_LIB = REPO_ROOT / "docker" / "arkouda" / "standin" / "lib"

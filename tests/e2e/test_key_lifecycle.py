@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, run, wait_for
+from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, release_pods, run, wait_for
 
 log = logging.getLogger(__name__)
 
 RELEASE = "akk"
-RELEASE_SEL = f"app.kubernetes.io/instance={RELEASE}"
+RELEASE_SEL = release_pods(RELEASE)
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
 LOCALE_POD = f"{RELEASE}-arkouda-locale-1"
 SECRET = f"{RELEASE}-arkouda-ssh"

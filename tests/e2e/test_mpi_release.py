@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, wait_for
+from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, release_pods, wait_for
 
 log = logging.getLogger(__name__)
 
 RELEASE = "mpi"
-RELEASE_SEL = f"app.kubernetes.io/instance={RELEASE}"
+RELEASE_SEL = release_pods(RELEASE)
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
 HELLO = re.compile(r"^Hello from thread (\d+) out of (\d+) from process (\d+) out of (\d+) on (\S+)$")
 
