@@ -14,7 +14,8 @@ BOOTSTRAP_TEST_TIMEOUT ?= 120
 KUBERNETES_FLOOR := $(shell sed -n 's/^ *"kubernetes>=\([0-9.]*\)".*/\1/p' $(BOOTSTRAP_PYPROJECT))
 FLOOR_VENV := $(CACHE_DIR)/venv-kubernetes-$(KUBERNETES_FLOOR)-$(PY_REQS_HASH)
 FLOOR_PINS := cryptography tenacity prometheus-client paramiko pyzmq pytest pytest-timeout
-BOOTSTRAP_CLIENT_TESTS := $(BOOTSTRAP_TESTS)/test_kube_api.py $(BOOTSTRAP_TESTS)/test_kube_models.py
+BOOTSTRAP_CLIENT_TESTS := $(BOOTSTRAP_TESTS)/test_kube_api.py $(BOOTSTRAP_TESTS)/test_kube_models.py \
+	$(BOOTSTRAP_TESTS)/test_registration.py
 
 LINT_TARGETS += lint-bootstrap
 TEST_TARGETS += test-bootstrap test-bootstrap-floor
