@@ -7,13 +7,15 @@ red e2e run says what to look at.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
 import logging
 import os
+import re
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -155,6 +157,22 @@ def _state(c: Any) -> str:
     if s.terminated:
         return f"terminated({s.terminated.reason},{s.terminated.exit_code})"
     return "?"
+
+
+@contextlib.contextmanager
+def port_forward(namespace: str, service: str, port: int) -> Iterator[int]:
+    """`kubectl port-forward svc/<service> :<port>` on a free local port; yields that local port."""
+    proc = subprocess.Popen(["kubectl", "-n", namespace, "port-forward", f"svc/{service}", f":{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert m, f"kubectl port-forward said: {line!r}"
+        yield int(m.group(1))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def release_pods(release: str) -> str:

@@ -12,13 +12,23 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubehelpers import CHART, REPO_ROOT, VALUES, Kube, all_ready, helm, image_args, release_pods, wait_for
+from kubehelpers import (
+    CHART,
+    REPO_ROOT,
+    VALUES,
+    Kube,
+    all_ready,
+    helm,
+    image_args,
+    port_forward,
+    release_pods,
+    wait_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +53,8 @@ def secret_field(kube: Kube, ns: str, field: str) -> bytes:
     return base64.b64decode(kube.core.read_namespaced_secret(SECRET, ns).data[field])
 
 
-@contextlib.contextmanager
-def port_forward(ns: str) -> Iterator[int]:
-    """kubectl port-forward to the client Service on a free local port; yields that port."""
-    proc = subprocess.Popen(["kubectl", "-n", ns, "port-forward", f"svc/{RELEASE}-arkouda-server", ":5555"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        m = re.search(r"127\.0\.0\.1:(\d+)", line)
-        assert m, f"kubectl port-forward said: {line!r}"
-        yield int(m.group(1))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+def client_port(ns: str) -> contextlib.AbstractContextManager[int]:
+    return port_forward(ns, f"{RELEASE}-arkouda-server", 5555)
 
 
 def server_ready(kube: Kube, ns: str, *, timeout: float = 180) -> None:
@@ -128,7 +126,7 @@ def test_a_wrong_token_meets_arkoudas_refusal_and_the_release_recovers(kube: Kub
     halts with 'does not match server token'. The client sees no reply; the release comes back by itself."""
     restarts = next(c.restart_count for c in kube.core.read_namespaced_pod(SERVER_POD, ns).status.container_statuses
                 if c.name == "server")
-    with port_forward(ns) as port, pytest.raises(HandshakeError, match="no reply"):
+    with client_port(ns) as port, pytest.raises(HandshakeError, match="no reply"):
         handshake(host="127.0.0.1", port=port, token="not-the-token", user="e2e", timeout=10)
 
     def halted() -> str | None:
@@ -150,7 +148,7 @@ def test_a_wrong_token_meets_arkoudas_refusal_and_the_release_recovers(kube: Kub
     wait_for("the server container restarted and Ready again", restarted_and_ready, timeout=240)
     log.info("release Ready again %.1fs after the refusal", time.monotonic() - t0)
     token = secret_field(kube, ns, "token").decode()
-    with port_forward(ns) as port:
+    with client_port(ns) as port:
         assert handshake(host="127.0.0.1", port=port, token=token, user="e2e", timeout=30).config["numLocales"] == 2
 
 
@@ -165,7 +163,7 @@ def test_rotation_is_one_shot_across_reuse_values_upgrades(kube: Kube, ns: str) 
     assert all(rotated[f] != before[f] for f in before), "rotation replaces host key, client key and token"
     assert secret_field(kube, ns, "rotation-id") == b"e2e-1"
     uids = {p.metadata.name: p.metadata.uid for p in kube.pods(ns, RELEASE_SEL)}
-    with port_forward(ns) as port:
+    with client_port(ns) as port:
         result = handshake(host="127.0.0.1", port=port, token=rotated["token"].decode(), user="e2e", timeout=30)
     assert result.config["numLocales"] == 2
     # `--reuse-values` replays global.keyRotationId=e2e-1: it must not rotate again, nor roll the pods

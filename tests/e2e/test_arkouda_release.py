@@ -12,7 +12,6 @@ import base64
 import json
 import logging
 import re
-import subprocess
 import time
 import urllib.request
 from typing import Any
@@ -20,7 +19,18 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, release_pods, release_records, wait_for
+from kubehelpers import (
+    CHART,
+    VALUES,
+    Kube,
+    all_ready,
+    helm,
+    image_args,
+    port_forward,
+    release_pods,
+    release_records,
+    wait_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,18 +156,11 @@ def test_helm_test_logs_works_as_most_users_run_it(ns: str) -> None:
 
 def scrape(ns: str) -> str:
     """GET /metrics of the exporter through the Service (kubectl port-forward on a free local port)."""
-    proc = subprocess.Popen(["kubectl", "-n", ns, "port-forward", f"svc/{RELEASE}-arkouda-server", ":9556"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        m = re.search(r"127\.0\.0\.1:(\d+)", line)
-        assert m, f"kubectl port-forward said: {line!r}"
-        with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/metrics", timeout=30) as resp:
-            return str(resp.read().decode())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with (
+        port_forward(ns, f"{RELEASE}-arkouda-server", 9556) as port,
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp,
+    ):
+        return str(resp.read().decode())
 
 
 def sample(text: str, name: str) -> float:
