@@ -15,7 +15,8 @@ HELM_TOOLS_HASH := $(shell cat $(HELM_TOOLS_MOD)/go.mod $(HELM_TOOLS_MOD)/go.sum
 HELM_TOOLS_DIR := $(CACHE_DIR)/helm-$(HELM_VERSION)-unittest-$(HELM_UNITTEST_VERSION)-ct-$(CT_VERSION)-$(HELM_TOOLS_HASH)
 # ct's yamllint rules and Chart.yaml schema, copied from the module it was built from (ct lint needs both files).
 CT_ETC := $(HELM_TOOLS_DIR)/ct-etc
-CT_FLAGS = --config $(REPO_ROOT)/ct.yaml --lint-conf $(CT_ETC)/lintconf.yaml --chart-yaml-schema $(CT_ETC)/chart_schema.yaml
+CT_FLAGS = --config $(REPO_ROOT)/ct.yaml
+CT_LINT_FLAGS = $(CT_FLAGS) --lint-conf $(CT_ETC)/lintconf.yaml --chart-yaml-schema $(CT_ETC)/chart_schema.yaml
 HELM_HOME := $(CACHE_DIR)/helm-home
 export HELM_CONFIG_HOME := $(HELM_HOME)/config
 export HELM_CACHE_HOME := $(HELM_HOME)/cache
@@ -106,7 +107,7 @@ lint-charts: venv chart-deps ## helm lint --strict, helm template and Pod Securi
 	  && ! grep -qE '^arkouda/(charts/[^/]+/)?(tests|ci)/' <<<"$$listing" \
 	  && echo "lint-charts: ok   helm package: $$tgz renders, has files/, no tests/ or ci/" \
 	  || { echo "lint-charts: FAIL helm package (make package; tar -tzf $(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz)" >&2; exit 1; }
-	@mkdir -p $(REPO_ROOT)/_out && cd $(REPO_ROOT) && ct lint $(CT_FLAGS) >$(REPO_ROOT)/_out/ct-lint.log 2>&1 \
+	@mkdir -p $(REPO_ROOT)/_out && cd $(REPO_ROOT) && ct lint $(CT_LINT_FLAGS) >$(REPO_ROOT)/_out/ct-lint.log 2>&1 \
 	  && echo "lint-charts: ok   ct lint (yamllint, Chart.yaml schema, helm lint with every ci/*-values.yaml)" \
 	  || { cat $(REPO_ROOT)/_out/ct-lint.log >&2; echo "lint-charts: FAIL ct lint" >&2; exit 1; }
 	@$(PY) $(REPO_ROOT)/hack/tools/chart-docs.py --check $(CHART_DIR) && echo "lint-charts: ok   README values reference up to date"
