@@ -23,8 +23,8 @@ export HELM_CACHE_HOME := $(HELM_HOME)/cache
 export HELM_DATA_HOME := $(HELM_HOME)/data
 export HELM_PLUGINS := $(HELM_TOOLS_DIR)/plugins
 
-TOOLS_TARGETS += tools-helm
-LINT_TARGETS += lint-charts
+TOOLS_TARGETS += tools-helm tools-actionlint
+LINT_TARGETS += lint-charts lint-workflows
 TEST_TARGETS += test-charts
 
 .PHONY: tools-helm lint-charts test-charts update-chart-snapshots chart-docs chart-schemas chart-deps package
@@ -123,3 +123,20 @@ chart-docs: venv ## Regenerate the values reference at the end of charts/arkouda
 
 chart-schemas: ## Copy the shared global values/schema (charts/arkouda/charts/arkouda-common/global/) into the three charts
 	@python3 $(REPO_ROOT)/hack/tools/chart-schemas.py $(CHART_DIR)
+
+# The workflow users run on GitHub (.github/workflows) cannot run here; actionlint checks it (with the venv's
+# shellcheck on PATH it also checks every `run:` script).
+ACTIONLINT_DIR := $(CACHE_DIR)/actionlint-$(ACTIONLINT_VERSION)
+
+tools-actionlint: $(ACTIONLINT_DIR)/actionlint ## Build the pinned actionlint into the tools cache (go install from the Go module proxy)
+	@ln -sfn $(ACTIONLINT_DIR)/actionlint $(BIN)/actionlint
+
+$(ACTIONLINT_DIR)/actionlint:
+	@command -v go >/dev/null || { echo "tools-actionlint: no 'go' on PATH" >&2; exit 1; }
+	@mkdir -p $(BIN) && rm -rf $(ACTIONLINT_DIR).tmp && mkdir -p $(ACTIONLINT_DIR).tmp
+	@GOBIN=$(ACTIONLINT_DIR).tmp go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	@rm -rf $(ACTIONLINT_DIR) && mv $(ACTIONLINT_DIR).tmp $(ACTIONLINT_DIR)
+
+lint-workflows: venv tools-actionlint ## actionlint (and shellcheck of its run: scripts) on .github/workflows
+	@cd $(REPO_ROOT) && actionlint -shellcheck $(VENV)/bin/shellcheck .github/workflows/*.yaml \
+	  && echo "lint-workflows: actionlint clean ($$(ls .github/workflows/*.yaml | wc -l) workflow(s))"

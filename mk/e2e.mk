@@ -5,23 +5,32 @@ E2E_PYTEST_ARGS ?=
 E2E_TARGETS += e2e-run e2e-ct
 LINT_TARGETS += lint-e2e
 
-.PHONY: e2e-run e2e-ct e2e-prepare lint-e2e demo
+.PHONY: e2e-run e2e-ct e2e-prepare e2e-suite ct-install lint-e2e demo
 
 # The cluster and the images the suite needs: the node, then `make images`, then the images imported into
 # the node's containerd (values/local.yaml never pulls).
 e2e-prepare: images cluster-up cluster-load-images
 
 e2e-run: e2e-prepare venv
-	@export KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)"; \
-	  echo "e2e: KUBECONFIG=$$KUBECONFIG"; \
-	  cd $(REPO_ROOT) && $(PY) -m pytest -c tests/e2e/pytest.ini tests/e2e -v -s -p no:cacheprovider --timeout=1800 \
+	@KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(MAKE) e2e-suite
+
+e2e-ct: e2e-prepare venv
+	@KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(MAKE) ct-install
+
+# The two parts on whatever cluster KUBECONFIG names, with the images already loaded there (a kind cluster in
+# .github/workflows/chart-ci.yaml; the local node through e2e-run / e2e-ct above).
+e2e-suite: venv ## The end-to-end suite against the cluster KUBECONFIG names (images loaded; E2E_PYTEST_ARGS)
+	@test -n "$${KUBECONFIG:-}" || { echo "e2e-suite: KUBECONFIG must name the cluster to test" >&2; exit 1; }
+	@echo "e2e: KUBECONFIG=$$KUBECONFIG"
+	@cd $(REPO_ROOT) && $(PY) -m pytest -c tests/e2e/pytest.ini tests/e2e -v -s -p no:cacheprovider --timeout=1800 \
 	    -o log_cli=true -o log_cli_level=INFO $(E2E_PYTEST_ARGS)
 
 # chart-testing as Helm users run it: every charts/arkouda/ci/*-values.yaml installed (--wait), `helm test`ed and
-# uninstalled, each in a namespace of its own (ct.yaml; the same command runs on kind in a fork's CI).
-e2e-ct: e2e-prepare venv
-	@export KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)"; t0=$$SECONDS; \
-	  cd $(REPO_ROOT) && ct install $(CT_FLAGS) && echo "e2e-ct: every ci/*-values.yaml scenario passed in $$((SECONDS - t0))s"
+# uninstalled, each in a namespace of its own (ct.yaml).
+ct-install: venv ## ct install of every charts/arkouda/ci/*-values.yaml against the cluster KUBECONFIG names
+	@test -n "$${KUBECONFIG:-}" || { echo "ct-install: KUBECONFIG must name the cluster to test" >&2; exit 1; }
+	@t0=$$SECONDS; cd $(REPO_ROOT) && ct install $(CT_FLAGS) \
+	  && echo "ct-install: every ci/*-values.yaml scenario passed in $$((SECONDS - t0))s"
 
 lint-e2e: venv
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config tests/e2e/ruff.toml tests/e2e && \

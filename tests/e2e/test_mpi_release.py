@@ -68,6 +68,18 @@ def test_helm_test_checks_the_hello_output(ns: str) -> None:
     helm("test", RELEASE, "-n", ns, "--timeout", "5m", timeout=400)
 
 
+def test_a_failing_helm_test_exits_non_zero_and_shows_why(ns: str) -> None:
+    """A check that cannot hold (a hello-line pattern nothing prints) fails `helm test --logs` with the reason in
+    its output; the test values change only the test hooks, so the job is not run again."""
+    never = r"no such line (?P<thread>\d+) (?P<threads>\d+) (?P<rank>\d+) (?P<size>\d+)"
+    helm("upgrade", RELEASE, str(CHART), "-n", ns, "--reuse-values", "--set-string", f"tests.mpiLinePattern={never}",
+         "--wait", "--timeout", "5m", timeout=400)
+    proc = helm("test", RELEASE, "-n", ns, "--logs", "--timeout", "5m", timeout=400, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "FAIL: rank 0 thread 0 appears 0 times, expected once" in out, out
+
+
 def test_himeno_benchmark_runs_and_reports_mflops(kube: Kube, ns: str) -> None:
     before = kube.core.read_namespaced_pod(SERVER_POD, ns).metadata.uid
     helm("upgrade", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "mpi-hybrid.yaml"), *image_args(),
