@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
   if (gex_EP_RegisterHandlers(ep, handlers, sizeof handlers / sizeof handlers[0]) != GASNET_OK)
     die("registering the active-message handlers failed");
   /* Nothing here computes: wait for the other locales by blocking, not spinning (udp-conduit does this by itself
-     only for its localhost spawner), so many locales sharing a few cores reach the barrier in step. */
+     only for its localhost spawner), so locales that share cores do not burn them while they wait. */
   gasnet_set_waitmode(GASNET_WAIT_BLOCK);
 
   const gex_Rank_t me = gex_TM_QueryRank(tm), n = gex_TM_QuerySize(tm);
