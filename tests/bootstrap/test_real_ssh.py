@@ -32,6 +32,39 @@ def client_key(data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
     return ssh.load_client_key(path)
 
 
+def probe_locale_0(sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path) -> None:
+    """The server's probe (paramiko, pinned host key, bounded retries) of one sshd as locale 0."""
+    ssh.probe_all(
+        [ssh.Host("127.0.0.1", "arkouda-locale-0")],
+        port=sshd.port,
+        user=sshd.user,
+        client_key=client_key(secret_data, tmp_path),
+        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+        timeout=5,
+        policy=FAST,
+    )
+
+
+def start_tuned_locale(
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+    *extra_args: str,
+) -> LocaleSshd:
+    """A real unprivileged sshd started by `locale` with extra flags (kex/cipher limits), stopped at teardown."""
+    sshd = start_locale(
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
+        state_dir=shared_dir / "state",
+        port=free_port(),
+        extra_args=extra_args,
+    )
+    sshds.append(sshd)
+    return sshd
+
+
 class BackgroundProbe:
     """ssh.probe_all of one host on a thread with a long retry budget, while the test changes the sshd under it."""
 
@@ -384,15 +417,16 @@ def test_overridden_kex_is_used_by_ssh_and_probe_still_works(
     """A site restoring the post-quantum exchange gets it on the real ssh; the probe keeps working through
     curve25519-sha256@libssh.org."""
     pq = "sntrup761x25519-sha512@openssh.com,curve25519-sha256@libssh.org"
-    sshd = start_locale(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
-        state_dir=shared_dir / "state",
-        port=free_port(),
-        extra_args=("--kex-algorithms", pq, "--ciphers", "chacha20-poly1305@openssh.com,aes256-gcm@openssh.com"),
+    sshd = start_tuned_locale(
+        test_user,
+        shared_dir,
+        secret_data,
+        sshds,
+        "--kex-algorithms",
+        pq,
+        "--ciphers",
+        "chacha20-poly1305@openssh.com,aes256-gcm@openssh.com",
     )
-    sshds.append(sshd)
     assert f"KexAlgorithms {pq}" in (sshd.state_dir / "sshd_config").read_text()
     (tmp_path / "id").write_bytes(secret_data[keys.CLIENT_KEY])
     (tmp_path / "id").chmod(0o600)
@@ -416,15 +450,7 @@ def test_overridden_kex_is_used_by_ssh_and_probe_still_works(
     )
     assert result.returncode == 0, result.stderr
     assert "kex: algorithm: sntrup761x25519-sha512@openssh.com" in result.stderr
-    ssh.probe_all(
-        [ssh.Host("127.0.0.1", "arkouda-locale-0")],
-        port=sshd.port,
-        user=sshd.user,
-        client_key=client_key(secret_data, tmp_path),
-        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
-        timeout=5,
-        policy=FAST,
-    )
+    probe_locale_0(sshd, secret_data, tmp_path)
 
 
 def test_probe_without_common_kex_is_fatal_with_advice(
@@ -436,25 +462,11 @@ def test_probe_without_common_kex_is_fatal_with_advice(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
-    sshd = start_locale(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
-        state_dir=shared_dir / "state",
-        port=free_port(),
-        extra_args=("--kex-algorithms", "sntrup761x25519-sha512@openssh.com"),
+    sshd = start_tuned_locale(
+        test_user, shared_dir, secret_data, sshds, "--kex-algorithms", "sntrup761x25519-sha512@openssh.com"
     )
-    sshds.append(sshd)
     with pytest.raises(BootstrapError, match="global.sshKexAlgorithms"):
-        ssh.probe_all(
-            [ssh.Host("127.0.0.1", "arkouda-locale-0")],
-            port=sshd.port,
-            user=sshd.user,
-            client_key=client_key(secret_data, tmp_path),
-            pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
-            timeout=5,
-            policy=FAST,
-        )
+        probe_locale_0(sshd, secret_data, tmp_path)
     assert "attempt 2/3" not in caplog.text
 
 
@@ -467,25 +479,9 @@ def test_probe_succeeds_with_each_cipher_the_sshd_is_limited_to(
     sshds: list[LocaleSshd],
     tmp_path: Path,
 ) -> None:
-    sshd = start_locale(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
-        state_dir=shared_dir / "state",
-        port=free_port(),
-        extra_args=("--ciphers", cipher),
-    )
-    sshds.append(sshd)
+    sshd = start_tuned_locale(test_user, shared_dir, secret_data, sshds, "--ciphers", cipher)
     assert f"Ciphers {cipher}\n" in (sshd.state_dir / "sshd_config").read_text()
-    ssh.probe_all(
-        [ssh.Host("127.0.0.1", "arkouda-locale-0")],
-        port=sshd.port,
-        user=sshd.user,
-        client_key=client_key(secret_data, tmp_path),
-        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
-        timeout=5,
-        policy=FAST,
-    )
+    probe_locale_0(sshd, secret_data, tmp_path)
 
 
 def test_probe_of_an_sshd_limited_to_chacha20_names_the_values_keys(
@@ -498,25 +494,9 @@ def test_probe_of_an_sshd_limited_to_chacha20_names_the_values_keys(
 ) -> None:
     """paramiko has no chacha20-poly1305; the launcher's OpenSSH would, but the probe must say what to keep."""
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
-    sshd = start_locale(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
-        state_dir=shared_dir / "state",
-        port=free_port(),
-        extra_args=("--ciphers", "chacha20-poly1305@openssh.com"),
-    )
-    sshds.append(sshd)
+    sshd = start_tuned_locale(test_user, shared_dir, secret_data, sshds, "--ciphers", "chacha20-poly1305@openssh.com")
     with pytest.raises(BootstrapError) as err:
-        ssh.probe_all(
-            [ssh.Host("127.0.0.1", "arkouda-locale-0")],
-            port=sshd.port,
-            user=sshd.user,
-            client_key=client_key(secret_data, tmp_path),
-            pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
-            timeout=5,
-            policy=FAST,
-        )
+        probe_locale_0(sshd, secret_data, tmp_path)
     message = str(err.value)
     assert message.startswith("ssh probe failed: pod arkouda-locale-0 (127.0.0.1): ")
     assert "cipher" in message
