@@ -228,46 +228,24 @@ def _rows_for(n: int, samples: dict[str, list[Sample]], *, command: str) -> list
                 note="one sshd serves all hosts",
             )
         )
-    for other in (OURS, PREWARM):
-        rows.append(
-            Row.measured(
-                group=GROUP,
-                case=f"N={n} {DEFAULT} / {other}",
-                metric="client CPU/host ratio",
-                unit="x",
-                command=command,
-                values=[
-                    d.client_cpu_s / max(o.client_cpu_s, 1e-9)
-                    for d, o in zip(samples[DEFAULT], samples[other], strict=True)
-                ],
-                note="per repeat, same run",
-            )
-        )
-    rows.append(
-        Row.measured(
+
+    def ratio(num: str, den: str, metric: str, attr: str, note: str) -> Row:
+        """num ÷ den of one measured field, per repeat of the same run."""
+        pairs = zip(samples[num], samples[den], strict=True)
+        return Row.measured(
             group=GROUP,
-            case=f"N={n} {DEFAULT} / {OURS}",
-            metric="fan-out wall ratio",
+            case=f"N={n} {num} / {den}",
+            metric=metric,
             unit="x",
             command=command,
-            values=[
-                d.wall_s / max(o.wall_s, 1e-9) for d, o in zip(samples[DEFAULT], samples[OURS], strict=True)
-            ],
-            note="per repeat, same run",
+            values=[getattr(a, attr) / max(getattr(b, attr), 1e-9) for a, b in pairs],
+            note=note,
         )
-    )
-    rows.append(
-        Row.measured(
-            group=GROUP,
-            case=f"N={n} {probe.PROBE} / {OURS}",
-            metric="client CPU/host ratio",
-            unit="x",
-            command=command,
-            values=[
-                p.client_cpu_s / max(o.client_cpu_s, 1e-9)
-                for p, o in zip(samples[probe.PROBE], samples[OURS], strict=True)
-            ],
-            note="per repeat, same run; goal <= 0.5",
-        )
-    )
+
+    same_run = "per repeat, same run"
+    rows += [
+        ratio(DEFAULT, other, "client CPU/host ratio", "client_cpu_s", same_run) for other in (OURS, PREWARM)
+    ]
+    rows.append(ratio(DEFAULT, OURS, "fan-out wall ratio", "wall_s", same_run))
+    rows.append(ratio(probe.PROBE, OURS, "client CPU/host ratio", "client_cpu_s", same_run + "; goal <= 0.5"))
     return rows
