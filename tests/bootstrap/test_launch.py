@@ -122,3 +122,9 @@ def test_render_and_write_hostfile(tmp_path: Path) -> None:
     )
     write_files(p)
     assert (tmp_path / "hostfile").read_text() == "h slots=1\n"
+
+
+def test_hostfile_slots_per_host_follow_a_task_layout() -> None:
+    assert render_hostfile(["n1", "n2", "n3"], slots=[2, 2, 1]) == "n1 slots=2\nn2 slots=2\nn3 slots=1\n"
+    with pytest.raises(UsageError, match="2 slot counts for 3 hosts"):
+        render_hostfile(["n1", "n2", "n3"], slots=[2, 1])

@@ -36,8 +36,12 @@ class LaunchPlan:
 MPI_STARTUP_TIMEOUT_SECONDS = 120
 
 
-def render_hostfile(hosts: Sequence[str], *, slots: int) -> str:
-    return "".join(f"{host} slots={slots}\n" for host in hosts)
+def render_hostfile(hosts: Sequence[str], *, slots: int | Sequence[int]) -> str:
+    """`<host> slots=<k>` per host: one k for all, or one per host (a Slurm job's task layout)."""
+    per_host = [slots] * len(hosts) if isinstance(slots, int) else list(slots)
+    if len(per_host) != len(hosts):
+        raise UsageError(f"{len(per_host)} slot counts for {len(hosts)} hosts")
+    return "".join(f"{host} slots={k}\n" for host, k in zip(hosts, per_host, strict=True))
 
 
 # amudprun runs `<GASNET_SSH_CMD> [-o ...] <options> <host> "cd <dir> ; env 'AMUDP_WORKER_ARGS=...' <program> ..."`
@@ -90,7 +94,7 @@ def build_plan(
     state_dir: Path,
     ssh_config: Path,
     ssh_wrapper: Path,
-    slots: int = 1,
+    slots: int | Sequence[int] = 1,
     omp_threads: int | None = None,
     remote_path: str | None = None,
     extra_env: Mapping[str, str] | None = None,

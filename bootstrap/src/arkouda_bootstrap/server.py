@@ -386,18 +386,11 @@ def prepare_slurm(
         state_dir=settings.state_dir,
         ssh_config=client.config,
         ssh_wrapper=client.wrapper,
-        slots=settings.slots,
+        slots=slots,
         omp_threads=settings.omp_threads,
         remote_path=str(settings.work_dir) if settings.work_dir else None,
-        extra_env=ident.env,
+        extra_env={**ident.env, **(SLURM_MPI_ENV if settings.launcher is Launcher.MPI else {})},
     )
-    hostfile = settings.state_dir / "hostfile"
-    files = {
-        **plan.files,
-        hostfile: "".join(launch.render_hostfile([n], slots=k) for n, k in zip(nodes, slots, strict=True)),
-    }
-    env = {**plan.env, **(SLURM_MPI_ENV if settings.launcher is Launcher.MPI else {})}
-    plan = replace(plan, files=files, env=env)
     launch.write_files(plan)
     if settings.work_dir is not None and settings.launcher is Launcher.ARKOUDA:
         _check_work_dir(settings.work_dir)
