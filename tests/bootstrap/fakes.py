@@ -107,6 +107,8 @@ class FakeKube:
     services: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     endpoint_slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     object_rv: int = 5000
+    # StatefulSet replicas set through scale_statefulset, by (namespace, name)
+    scaled: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def _check(self, op: str, arg: str = "") -> None:
         self.calls.append((op, arg))
@@ -195,6 +197,10 @@ class FakeKube:
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
+
+    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
+        self._check("scale_statefulset", name)
+        self.scaled[(namespace, name)] = replicas
 
     # -- ServiceApi (server --register-service): objects kept as the API's JSON -----------------------------
 

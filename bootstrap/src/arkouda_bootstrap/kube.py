@@ -69,6 +69,7 @@ class PodInfo:
     conditions: tuple[PodCondition, ...] = ()
     containers: tuple[ContainerState, ...] = ()
     resource_version: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)  # read for the secondary network (netstatus)
 
     def condition(self, type_: str) -> PodCondition | None:
         for cond in self.conditions:
@@ -108,11 +109,14 @@ class EventInfo:
 
 @dataclass(frozen=True)
 class PodRef:
-    """What an Event needs to be attached to a pod so that `kubectl describe pod` shows it."""
+    """What an Event needs to be attached to a pod so that `kubectl describe pod` shows it (or, with `kind` and
+    `api_version`, another object of the namespace, e.g. the Job that owns the pod: `kubectl describe job`)."""
 
     namespace: str
     name: str
     uid: str = ""
+    kind: str = "Pod"
+    api_version: str = "v1"
 
 
 class KubeApi(Protocol):
@@ -154,6 +158,10 @@ class KubeApi(Protocol):
 
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         """Delete; False when it did not exist."""
+        ...
+
+    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
+        """Set the replicas of a StatefulSet through its scale subresource (RBAC: update statefulsets/scale)."""
         ...
 
 
@@ -241,6 +249,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodInfo:
         conditions=conditions,
         containers=containers,
         resource_version=_s(meta.get("resourceVersion")),
+        annotations=dict(meta.get("annotations") or {}),
     )
 
 
@@ -497,6 +506,20 @@ class KubernetesApi:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
 
+    # -- statefulsets ------------------------------------------------------------------------------------------
+
+    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
+        from kubernetes.client import AppsV1Api
+
+        body = {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas},
+        }
+        call = AppsV1Api(self._client).replace_namespaced_stateful_set_scale
+        self._call("update statefulsets/scale", namespace, call, name, namespace, body)
+
     # -- services and endpointslices (server --register-service) ------------------------------------------
 
     def create_service(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -535,7 +558,12 @@ class KubernetesApi:
 def event_body(*, pod: PodRef, reason: str, message: str, type_: str, now: dt.datetime) -> dict[str, Any]:
     """A core/v1 Event on `pod` (so `kubectl describe pod` lists it), as the API's JSON."""
     stamp = _rfc3339(now)
-    involved: dict[str, str] = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace}
+    involved: dict[str, str] = {
+        "apiVersion": pod.api_version,
+        "kind": pod.kind,
+        "name": pod.name,
+        "namespace": pod.namespace,
+    }
     if pod.uid:
         involved["uid"] = pod.uid
     return {
