@@ -196,6 +196,22 @@ def test_unknown_command_is_arkoudas_error_naming_the_standin(servers: list[Serv
     assert json.loads(table["msg"])["locales"] == LOCALES
 
 
+def test_standin_sleep_holds_the_client_port_for_the_given_time(servers: list[Server], tmp_path: Path) -> None:
+    s = start(servers, tmp_path / "work")
+    begin = time.monotonic()
+    answer = ask(s.port, "standin_sleep", params={"seconds": "1.5"}, timeout=10)
+    took = time.monotonic() - begin
+    assert answer is not None
+    assert (answer["msg"], answer["msgType"]) == ("slept 1.5 s", "NORMAL")
+    assert 1.5 <= took < 8
+    # the socket is blocked meanwhile (one REP socket): a request queued behind it waits for it
+    for bad in ({}, {"seconds": "soon"}, {"seconds": "-1"}):
+        err = ask(s.port, "standin_sleep", params=bad)
+        assert err is not None
+        assert err["msgType"] == "ERROR"
+        assert "standin_sleep" in err["msg"]
+
+
 # --- start-up files and the token ---------------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@ pyzmq, started by the C launcher ``arkouda_server_real`` once the GASNet job is 
 * DEFAULT daemon: ZeroMQ REP on ``--ServerPort`` (default 5555). ``connect``, ``getconfig``,
   ``getRegistrationConfig``, ``disconnect`` (with ``--autoShutdown=true``: shutdown), ``noop``, ``ruok``,
   ``getmemused``, ``metrics``, ``shutdown`` (reply ``shutdown server (<n> req)``, exit 0), the stand-in's own
-  ``standinlocales`` (the GASNet locale table); anything else: Arkouda's ``Unrecognized command`` error, naming
+  ``standinlocales`` (the GASNet locale table) and ``standin_sleep`` (argument ``seconds``: a command that
+  takes that long, for tests of long requests); anything else: Arkouda's ``Unrecognized command`` error, naming
   the stand-in.
 * METRICS daemon (only with ``ServerDaemonType.METRICS`` in ``--ServerDaemon.daemonTypes``): ZeroMQ REP on
   ``$METRICS_SERVER_PORT`` (default 5556): ``connect``, ``getconfig``, ``metrics`` (see ``metrics``).
@@ -54,6 +55,8 @@ PROG = "arkouda_server STAND-IN"
 POLL_MS = 100
 # How long a reply sent just before the exit may still take to leave (shutdown's reply).
 LINGER_MS = 2000
+# standin_sleep's ceiling: a typo must not wedge a test's server for hours.
+MAX_SLEEP_SECONDS = 3600.0
 
 Handler = Callable[["zmq.Socket[bytes]", bytes], None]
 
@@ -220,12 +223,27 @@ class StandInServer:
                 return f"Error executing command: {exc}", "ERROR"
         if req.cmd == "standinlocales":
             return json.dumps({"standIn": STANDIN_NOTE, "locales": self.locale_table()}), "NORMAL"
+        if req.cmd == "standin_sleep":
+            return self._sleep(req.params)
         return (
             f"Unrecognized command: {req.cmd} (STAND-IN arkouda_server: a test double that answers only connect, "
             "getconfig, getRegistrationConfig, disconnect, noop, ruok, getmemused, metrics, standinlocales, "
-            "shutdown)",
+            "standin_sleep, shutdown)",
             "ERROR",
         )
+
+    @staticmethod
+    def _sleep(params: dict[str, str]) -> tuple[str, str]:
+        """The test double's long command: blocks the client port for `seconds`, as a long Arkouda command does
+        (one REP socket, one request at a time), then replies."""
+        try:
+            seconds = float(params["seconds"])
+        except (KeyError, ValueError):
+            return "Error executing command: standin_sleep needs a numeric argument seconds", "ERROR"
+        if not 0 <= seconds <= MAX_SLEEP_SECONDS:
+            return f"Error executing command: standin_sleep seconds must be within 0..{MAX_SLEEP_SECONDS}", "ERROR"
+        time.sleep(seconds)
+        return f"slept {seconds:g} s", "NORMAL"
 
     def locale_table(self) -> list[dict[str, object]]:
         return [
