@@ -22,6 +22,21 @@ arkouda-server.serviceAccountName: the chart's ServiceAccount, or serviceAccount
 {{- end -}}
 
 {{- /*
+arkouda-server.mpiJob: "true" when the launcher runs as a Kubernetes Job (mode mpi, server.mpi.runMode job), else "".
+*/}}
+{{- define "arkouda-server.mpiJob" -}}
+{{- if and (eq .Values.global.mode "mpi") (eq .Values.mpi.runMode "job") }}true{{ end -}}
+{{- end -}}
+
+{{- /*
+arkouda-server.jobName: the Job of this release revision (a Job's pod template is immutable, so each revision
+runs its own Job; Helm deletes the previous one). Short enough for the job-name label of its pods.
+*/}}
+{{- define "arkouda-server.jobName" -}}
+{{- printf "%s-r%d" (include "arkouda-common.fullname" (dict "ctx" . "component" "server")) (.Release.Revision | int) -}}
+{{- end -}}
+
+{{- /*
 arkouda-server.programArgs: what the bootstrap runs after `--`, as a YAML list. arkouda mode: arkouda_server with
 the flags from values, memMax derived or checked, the metrics daemon when enabled (the bootstrap appends
 -nl <numLocales>). mpi mode: the chart's run-mpi.sh wrapper around
