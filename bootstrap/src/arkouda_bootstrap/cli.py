@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NoReturn
 
-from arkouda_bootstrap import __version__, config
+from arkouda_bootstrap import __version__, config, netstatus
 from arkouda_bootstrap.config import (
     ExporterSettings,
     HostsFrom,
@@ -124,6 +124,14 @@ SERVER = [
     Opt("selector", "--selector", "ARKOUDA_LOCALE_SELECTOR", "label selector of the locale pods"),
     Opt("pod_name", "--pod-name", "POD_NAME", "this pod's name (downward API)"),
     Opt("pod_ip", "--pod-ip", "POD_IP", "this pod's IPv4 address (downward API)"),
+    Opt(
+        "network_attachment",
+        "--network-attachment",
+        "ARKOUDA_NETWORK_ATTACHMENT",
+        "NetworkAttachmentDefinition (<name> or <namespace>/<name>) whose addresses (network-status annotation) "
+        "the hosts are reached at, instead of the pod IPs",
+        "",
+    ),
     *SSH_DIRS,
     Opt(
         "timeout",
@@ -408,6 +416,11 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
     except ValueError:
         raise UsageError(f"--hosts-from (ARKOUDA_HOSTS_FROM): {hosts_raw!r} is not one of kubernetes, slurm") from None
     slurm = slurm_source(v) if hosts_from is HostsFrom.SLURM else None
+    network_attachment = (v.raw("network_attachment") or "").strip()
+    if network_attachment:
+        if slurm is not None:
+            raise UsageError("--network-attachment (ARKOUDA_NETWORK_ATTACHMENT) needs --hosts-from kubernetes")
+        netstatus.Attachment.parse(network_attachment)  # refuse a malformed name now, not after the wait
     if slurm is None and v.given("register_service"):
         raise UsageError(
             "--register-service (ARKOUDA_REGISTER_SERVICE) needs --hosts-from slurm: in Kubernetes the chart's own "
@@ -450,6 +463,7 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
         probe_attempts=v.integer("probe_attempts", minimum=1, maximum=100),
         max_relaunches=v.integer("max_relaunches", minimum=0, maximum=1000),
         slurm=slurm,
+        network_attachment=network_attachment,
     )
 
 

@@ -149,6 +149,8 @@ class ServerSettings:
     probe_attempts: int = DEFAULT_PROBE_ATTEMPTS
     max_relaunches: int = DEFAULT_MAX_RELAUNCHES
     slurm: SlurmSource | None = None
+    # a secondary network's NetworkAttachmentDefinition (<name> or <ns>/<name>): the hosts' addresses come from it
+    network_attachment: str = ""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
 from arkouda_bootstrap.kube import EventInfo, KubeApi, PodInfo, PodList
+from arkouda_bootstrap.netstatus import Addresses
 from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
 
 log = logging.getLogger(__name__)
@@ -131,14 +132,16 @@ def evaluate(
     *,
     expected: int,
     events_for: Callable[[PodInfo], list[EventInfo]] | None = None,
+    addresses: Addresses | None = None,
 ) -> tuple[Progress, list[PodInfo]]:
-    """Compute progress from the current pods; the ready locales (ordinal < expected) in ordinal order."""
+    """Compute progress from the current pods; the ready locales (ordinal < expected) in ordinal order. With
+    `addresses` (a secondary network) a Ready pod counts once its address there is known."""
     # One pass over the pods: this runs for every progress line.
     wanted = [p for p in order_pods(pods.values()) if ordinal(p) < expected]
     ready: list[PodInfo] = []
     waiting: list[PodInfo] = []
     for p in wanted:
-        (ready if p.ready else waiting).append(p)
+        (ready if p.ready and (addresses is None or addresses.reason(p) is None) else waiting).append(p)
     if len(ready) >= expected:
         return Progress(
             ready=expected, expected=expected, line=f"{expected}/{expected} locales ready", done=True
@@ -146,7 +149,8 @@ def evaluate(
     parts: list[str] = []
     for i, pod in enumerate(waiting[:MAX_WAITING_SHOWN]):
         events = events_for(pod) if (events_for is not None and i == 0) else []
-        parts.append(f"{pod.name} ({pod_reason(pod, events)})")
+        unattached = addresses.reason(pod) if addresses is not None and pod.ready else None
+        parts.append(f"{pod.name} ({unattached or pod_reason(pod, events)})")
     if len(waiting) > MAX_WAITING_SHOWN:
         parts[-1] += f" and {len(waiting) - MAX_WAITING_SHOWN} more"
     missing = expected - len(wanted)
@@ -176,6 +180,7 @@ def wait_for_locales(
     sleep: Callable[[float], object] = time.sleep,
     on_ready: Callable[[PodInfo], None] | None = None,
     line_interval: float = PROGRESS_MIN_INTERVAL,
+    addresses: Addresses | None = None,
 ) -> list[PodInfo]:
     """Block until `expected` locale pods are Ready with an IP; return them in ordinal order.
 
@@ -185,7 +190,11 @@ def wait_for_locales(
 
     `on_ready` is called once per pod name and IP as soon as that locale is seen Ready (the server starts its
     ssh probe there, while the others are still coming up). Raises WaitTimeoutError (with the last progress
-    line) when `timeout` seconds pass first."""
+    line) when `timeout` seconds pass first.
+
+    With `addresses` (a secondary network) a locale counts as Ready once its address there is known; a Ready
+    locale still without it after the grace of `addresses` raises its NetworkStatusError (checked at every watch
+    event and chunk end)."""
     if expected <= 0:
         return []
     deadline = clock() + timeout
@@ -220,13 +229,15 @@ def wait_for_locales(
 
     def track(name: str, pod: PodInfo | None) -> None:
         """Keep `ready` current for one pod (None: deleted)."""
-        if pod is not None and pod.ready and ordinal(pod) < expected:
+        if pod is not None and pod.ready and ordinal(pod) < expected and (addresses is None or addresses.usable(pod)):
             ready[name] = pod
             if on_ready is not None and (name, pod.pod_ip) not in announced:
                 announced.add((name, pod.pod_ip))
                 on_ready(pod)
         else:
             ready.pop(name, None)
+            if addresses is not None and (pod is None or not pod.ready):
+                addresses.forget(name)
 
     def say(line: str) -> None:
         nonlocal last_line, last_line_at
@@ -241,7 +252,7 @@ def wait_for_locales(
             say(f"{expected}/{expected} locales ready")
             return result
         if force or last_line_at is None or clock() - last_line_at >= line_interval:
-            say(evaluate(pods, expected=expected, events_for=events_for)[0].line)
+            say(evaluate(pods, expected=expected, events_for=events_for, addresses=addresses)[0].line)
         return None
 
     pods: dict[str, PodInfo] = {}
@@ -260,6 +271,8 @@ def wait_for_locales(
             if isinstance(item, PodList):
                 pods = {p.name: p for p in item.pods}
                 ready.clear()
+                if addresses is not None:
+                    addresses.retain(pods)
                 for name, pod in pods.items():
                     track(name, pod)
                 force = True
@@ -280,6 +293,8 @@ def wait_for_locales(
                 continue
             if (result := check(pods, force=force)) is not None:
                 return result
+            if addresses is not None:
+                addresses.check()
             if clock() >= deadline:
                 break
     check(pods, force=True)

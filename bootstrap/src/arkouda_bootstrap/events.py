@@ -1,7 +1,8 @@
 """Kubernetes Events on the server pod, so `kubectl describe pod` tells the story.
 
 Reasons (docs/interfaces.md): LocalesReady, KeysPending, ProbeFailed, Launched, LocaleLost, Relaunching,
-WaitTimeout, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable. Failing to emit an
+WaitTimeout, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable,
+SecondaryNetworkMissing. Failing to emit an
 Event is logged, never fatal.
 """
 
@@ -30,6 +31,8 @@ class Reason(StrEnum):
     SECRET_INVALID = "SecretInvalid"
     RBAC_MISSING = "RbacMissing"
     WORK_DIR_UNUSABLE = "WorkDirUnusable"
+    # a pod has no address on --network-attachment (its network-status annotation is missing or lacks it)
+    SECONDARY_NETWORK_MISSING = "SecondaryNetworkMissing"
 
 
 WARNINGS = frozenset(
@@ -40,6 +43,7 @@ WARNINGS = frozenset(
         Reason.SECRET_INVALID,
         Reason.RBAC_MISSING,
         Reason.WORK_DIR_UNUSABLE,
+        Reason.SECONDARY_NETWORK_MISSING,
     }
 )
 

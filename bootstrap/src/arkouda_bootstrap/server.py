@@ -21,7 +21,18 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
-from arkouda_bootstrap import config, discovery, launch, secretwatch, slurm, ssh, sshprobe, userkeys, workdir
+from arkouda_bootstrap import (
+    config,
+    discovery,
+    launch,
+    netstatus,
+    secretwatch,
+    slurm,
+    ssh,
+    sshprobe,
+    userkeys,
+    workdir,
+)
 from arkouda_bootstrap.config import Launcher, Registration, ServerSettings
 from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError, UsageError
 from arkouda_bootstrap.events import EventRecorder, Reason
@@ -89,13 +100,26 @@ def prepare_server(
         policy=policy,
         on_pending=pending,
     )
-    own = ssh.Host(address=settings.pod_ip, pod=settings.pod_name)
+    # With a secondary network every host, this one included, is reached at its address there.
+    addresses: netstatus.Addresses | None = None
+    own_ip = settings.pod_ip
+    if settings.network_attachment:
+        addresses = netstatus.Addresses(netstatus.Attachment.parse(settings.network_attachment))
+        with recorder.on_error(Reason.SECONDARY_NETWORK_MISSING, when=_network_error):
+            own_ip = netstatus.own_address(
+                api, namespace=settings.namespace, pod_name=settings.pod_name, attachment=addresses.attachment
+            )
+    host_of = functools.partial(_host, addresses=addresses)
+    own = ssh.Host(address=own_ip, pod=settings.pod_name)
     with ssh.IncrementalProbe(probe, max_workers=min(ssh.MAX_PROBE_THREADS, settings.num_locales)) as prober:
         # Each locale is probed as soon as it is seen Ready, so when the last one turns Ready only its own
         # probe stands between it and the launch.
         prober.submit(own)
         try:
-            with recorder.on_error(Reason.RBAC_MISSING, when=lambda exc: "missing RBAC" in str(exc)):
+            with (
+                recorder.on_error(Reason.RBAC_MISSING, when=lambda exc: "missing RBAC" in str(exc)),
+                recorder.on_error(Reason.SECONDARY_NETWORK_MISSING, when=_network_error),
+            ):
                 locales = discovery.wait_for_locales(
                     api,
                     namespace=settings.namespace,
@@ -103,12 +127,13 @@ def prepare_server(
                     expected=expected,
                     timeout=settings.timeout,
                     report=report,
-                    on_ready=lambda pod: prober.submit(_host(pod)),
+                    on_ready=lambda pod: prober.submit(host_of(pod)),
+                    addresses=addresses,
                 )
         except discovery.WaitTimeoutError as exc:
             recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
             raise
-        hosts = [own, *map(_host, locales)]
+        hosts = [own, *map(host_of, locales)]
         recorder.emit(
             Reason.LOCALES_READY,
             f"{expected} locales ready; hosts: " + " ".join(f"{h.pod}={h.address}" for h in hosts),
@@ -135,7 +160,7 @@ def prepare_server(
         launcher=settings.launcher,
         command=settings.command,
         hosts=[h.address for h in hosts],
-        own_ip=settings.pod_ip,
+        own_ip=own_ip,
         num_locales=settings.num_locales,
         state_dir=settings.state_dir,
         ssh_config=client.config,
@@ -152,8 +177,12 @@ def prepare_server(
     return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
 
 
-def _host(pod: PodInfo) -> ssh.Host:
-    return ssh.Host(address=pod.pod_ip or "", pod=pod.name)
+def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.Host:
+    return ssh.Host(address=addresses.address(pod) if addresses else pod.pod_ip or "", pod=pod.name)
+
+
+def _network_error(exc: BootstrapError) -> bool:
+    return isinstance(exc, netstatus.NetworkStatusError)
 
 
 def _own_uid(api: KubeApi, settings: ServerSettings) -> str:

@@ -35,3 +35,18 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{- /*
+arkouda-common.networkAnnotation: with global.network.attachment set, puts the Multus request
+k8s.v1.cni.cncf.io/networks: <attachment> into the pod annotations dict given as .annotations (called with
+(dict "ctx" $ "annotations" $annotations); renders nothing). A podAnnotations entry of the same key would be
+silently replaced, so it fails instead.
+*/}}
+{{- define "arkouda-common.networkAnnotation" -}}
+{{- with .ctx.Values.global.network.attachment }}
+{{- if hasKey $.annotations "k8s.v1.cni.cncf.io/networks" }}
+{{- fail "podAnnotations (of locale or server) sets k8s.v1.cni.cncf.io/networks and global.network.attachment is set: use only global.network.attachment (the bootstrap reads the addresses of that attachment)" }}
+{{- end }}
+{{- $_ := set $.annotations "k8s.v1.cni.cncf.io/networks" . }}
+{{- end }}
+{{- end -}}
