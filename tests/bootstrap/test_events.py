@@ -31,6 +31,7 @@ def test_reasons_and_types() -> None:
         ("SecretInvalid", "Warning"),
         ("RbacMissing", "Warning"),
         ("WorkDirUnusable", "Warning"),
+        ("SecondaryNetworkMissing", "Warning"),
     ]
     assert all(e.pod == POD for e in api.created_events)
 
