@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -214,7 +215,12 @@ def test_without_an_attachment_discovery_ignores_the_annotation() -> None:
 
 
 def server_pod(annotations: Mapping[str, str] | None = None) -> PodInfo:
-    return make_pod("r-arkouda-server-0", ip="10.244.0.2", annotations=dict(annotations or {}))
+    return make_pod(
+        "r-arkouda-server-0",
+        ip="10.244.0.2",
+        annotations=dict(annotations or {}),
+        labels={netstatus.POD_NAME_LABEL: "r-arkouda-server-0", "app": "x"},
+    )
 
 
 def test_own_address_from_the_pod() -> None:
@@ -232,6 +238,16 @@ def test_own_address_waits_for_the_annotation_through_a_watch_of_this_pod() -> N
     )
     assert got == "10.250.0.2"
     assert ("list_pods", f"{netstatus.POD_NAME_LABEL}=r-arkouda-server-0") in api.calls
+
+
+def test_own_address_of_a_job_pod_watches_its_labels() -> None:
+    clock = FakeClock()
+    job_pod = make_pod("r-arkouda-server-abcde", labels={"batch.kubernetes.io/job-name": "r-run", "app": "x"})
+    api = FakeKube(pods={job_pod.name: job_pod})
+    api.script(END, api.event("MODIFIED", replace(job_pod, annotations=attached("10.250.0.3"))))
+    got = own_address(api, namespace="ns", pod_name=job_pod.name, attachment=NET, clock=clock, sleep=clock.sleep)
+    assert got == "10.250.0.3"
+    assert ("list_pods", "app=x,batch.kubernetes.io/job-name=r-run") in api.calls
 
 
 def test_own_address_gives_up_after_the_grace() -> None:

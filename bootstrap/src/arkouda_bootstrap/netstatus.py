@@ -35,7 +35,8 @@ NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 # Seconds a Ready pod may lack its entry before that is the error (Multus writes it before the containers start).
 STATUS_GRACE_SECONDS = 30.0
-# The StatefulSet controller's label with the pod's own name: lets the server watch only its own pod.
+# The StatefulSet controller's label with the pod's own name: lets the server watch only its own pod (a pod
+# without it, e.g. the mpi Job's, is watched by all of its labels and picked out by name).
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 SOURCE = "--network-attachment (ARKOUDA_NETWORK_ATTACHMENT, global.network.attachment)"
 
@@ -200,11 +201,12 @@ def own_address(
         last = exc
         log.info("%s; waiting up to %gs for it", exc, grace)
     deadline = clock() + grace
+    labels = {POD_NAME_LABEL: pod_name} if own.labels.get(POD_NAME_LABEL) == pod_name else own.labels
     with contextlib.closing(
         follow_pods(
             api,
             namespace=namespace,
-            selector=f"{POD_NAME_LABEL}={pod_name}",
+            selector=",".join(f"{k}={v}" for k, v in sorted(labels.items())),
             chunk_seconds=chunk_seconds,
             deadline=deadline,
             clock=clock,
