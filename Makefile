@@ -34,6 +34,7 @@ BENCH_TARGETS :=
 -include $(REPO_ROOT)/mk/cluster.mk
 -include $(REPO_ROOT)/mk/e2e.mk
 -include $(REPO_ROOT)/mk/bench.mk
+-include $(REPO_ROOT)/mk/slurm.mk
 
 .PHONY: help deps tools lint test images e2e bench demo
 

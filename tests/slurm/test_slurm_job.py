@@ -1,0 +1,105 @@
+"""docs/slurm/arkouda.sbatch on a real Slurm (hack/slurm/up.sh: munged, slurmctld, slurmd; one node, this host,
+with several tasks): submitted by an unprivileged user, the job runs `arkouda-bootstrap server --hosts-from slurm`
+with the stand-in arkouda_server (GASNet's real amudprun, ssh to the node through a real sshd pinned by host key);
+a client's getconfig is answered; scancel ends it: the program gets SIGTERM and nothing of the job is left.
+
+What scancel does here is what it does on any site with proctrack/linuxproc: SIGTERM to every process of the batch
+script at once, amudprun included. amudprun has no handler and dies (status 143); the locales notice the master
+is gone and end, and the stand-in server on locale 0 gets SIGTERM from there (as Arkouda's locales would be torn
+down by GASNet). Its own output can no longer reach the job's output (it travelled through amudprun), so its
+clean stop shows as the connection-info file (ARKOUDA_SERVER_CONNECTION_INFO), which it removes only on a clean
+exit (a SIGKILL or a halt leaves it)."""
+
+from __future__ import annotations
+
+import pwd
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurmjob import (
+    RUNTIME,
+    ArkoudaJob,
+    SlurmSite,
+    arkouda_job,
+    shared_dir,  # noqa: F401 - fixture
+    slurm_site,
+    test_user,  # noqa: F401 - fixture
+    user_processes,
+)
+
+TASKS = 3
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[SlurmSite]:
+    with slurm_site() as running:
+        yield running
+
+
+@pytest.fixture
+def job(site: SlurmSite, test_user: pwd.struct_passwd, shared_dir: Path) -> Iterator[ArkoudaJob]:  # noqa: F811
+    info = shared_dir / "work" / "connection-info"
+    with arkouda_job(
+        site, user=test_user, base=shared_dir, env_extra={"ARKOUDA_SERVER_CONNECTION_INFO": str(info)}
+    ) as made:
+        yield made
+
+
+def wait_gone(path: Path, *, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not path.exists()
+
+
+def test_the_documented_batch_script_runs_arkouda_and_scancel_stops_it(job: ArkoudaJob, site: SlurmSite) -> None:
+    job.submit(tasks=TASKS)
+    # the launch report: Slurm's own expansion, the batch host first, the stand-in started through amudprun
+    report = job.wait_output(r"^slurm: 1 nodes \((.*)\); batch host (\S+) \((\S+)\) first: (.*)$").groups()
+    assert f"SLURM_JOB_NODELIST={site.node}" in report[0]
+    assert f"SLURM_TASKS_PER_NODE={TASKS}" in report[0]
+    assert "expanded by scontrol" in report[0]
+    assert report[1] == site.node and report[3] == site.node
+    launched = job.wait_output(r"^launched (\S+) (.*) on 1 hosts \(arkouda\); pid (\d+)$")
+    assert launched.group(1) == f"/tmp/arkouda-{job.job_id}/arkouda_server"  # the sbcast copy
+    assert "-nl 1" in launched.group(2)
+    job.wait_output(r"ssh probe: all 1 hosts answered")
+    job.wait_output(r"STAND-IN.*1 locales from the GASNet job")
+
+    answer = job.client()
+    assert answer.strip().splitlines()[-1] == "numLocales=1"
+    # the server's own log in the job's output: getconfig asked and answered
+    job.wait_output(r">>> 'getconfig'")
+    job.wait_output(r"<<< getconfig took")
+    assert site.job_state(job.job_id) == "RUNNING"
+    info = job.base / "work" / "connection-info"
+    assert info.read_text().split()[:2] == [site.node, str(job.server_port)]
+
+    job.scancel()
+    state = job.wait_finished()
+    out = job.text()
+    assert state == "CANCELLED", out
+    pid = launched.group(3)
+    # the program (arkouda_server, i.e. amudprun) got SIGTERM and the bootstrap saw it end, then ended itself
+    assert f"forwarding SIGTERM to pid {pid}" in out, out
+    assert f"pid {pid} exited with status 143" in out, out
+    assert wait_gone(info, seconds=15), f"the stand-in server did not stop cleanly: {info} is still there\n{out}"
+    assert "Traceback" not in out, out
+
+    def of_this_job(cmd: str) -> bool:
+        return str(RUNTIME) in cmd or f"arkouda-{job.job_id}" in cmd
+
+    assert user_processes(job.user.pw_uid, keep=lambda cmd: not of_this_job(cmd)) == []
+
+
+def test_a_job_without_pinned_host_key_fails_in_one_line(job: ArkoudaJob) -> None:
+    (job.base / "ssh" / "known_hosts").write_text("")
+    job.submit(tasks=1)
+    state = job.wait_finished(timeout=90)
+    out = job.text()
+    assert state == "FAILED", out
+    errors = [line for line in out.splitlines() if line.startswith("arkouda-bootstrap: error:")]
+    assert len(errors) == 1, out
+    assert "is not pinned in" in errors[0] and "nothing is trusted on first use" in errors[0], out
