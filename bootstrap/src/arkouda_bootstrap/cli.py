@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from arkouda_bootstrap import __version__, config, netstatus
 from arkouda_bootstrap.config import (
@@ -27,6 +27,9 @@ from arkouda_bootstrap.config import (
 )
 from arkouda_bootstrap.errors import BootstrapError, UsageError
 from arkouda_bootstrap.kube import KubeApi, KubernetesApi, resolve_namespace
+
+if TYPE_CHECKING:
+    from arkouda_bootstrap.jobrun import JobSettings
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +214,20 @@ SERVER = [
         "--service-port",
         "ARKOUDA_SERVICE_PORT",
         "slurm: port of --register-service (default: the command's --ServerPort, else 5555)",
+    ),
+    Opt(
+        "scale_down_when_done",
+        "--scale-down-when-done",
+        "ARKOUDA_SCALE_DOWN_WHEN_DONE",
+        "run the program once (the launcher of a Kubernetes Job), then scale this StatefulSet (the locale pods) to 0 "
+        "and record the outcome in one line: Events on this pod and its Job, the termination message, the exit code",
+    ),
+    Opt(
+        "termination_log",
+        "--termination-log",
+        "ARKOUDA_TERMINATION_LOG",
+        "with --scale-down-when-done: where the one-line outcome is written (the container's terminationMessagePath)",
+        "/dev/termination-log",
     ),
 ]
 EXPORTER = [
@@ -509,6 +526,25 @@ def slurm_source(v: Values) -> SlurmSource:
     )
 
 
+def job_settings(v: Values, server: ServerSettings) -> JobSettings | None:
+    """--scale-down-when-done (a Kubernetes Job's launcher); None without it."""
+    if not v.given("scale_down_when_done"):
+        return None
+    from arkouda_bootstrap.jobrun import JobSettings  # imports the server's modules: only when it runs
+
+    so = v.opt("scale_down_when_done")
+    if server.slurm is not None:
+        raise UsageError(f"{config.source(so.flag, so.env)} needs --hosts-from kubernetes (it scales the locale pods)")
+    if not server.supervise:
+        raise UsageError(f"{config.source(so.flag, so.env)} needs the bootstrap to stay: drop --no-supervise")
+    if not server.command:
+        raise UsageError(f"{config.source(so.flag, so.env)}: no command given after `--` to run once")
+    return JobSettings(
+        statefulset=config.parse_name(v.required("scale_down_when_done"), flag=so.flag, env=so.env),
+        termination_log=v.path("termination_log"),
+    )
+
+
 def exporter_settings(v: Values) -> ExporterSettings:
     t = v.opt("timeout")
     return ExporterSettings(
@@ -582,7 +618,12 @@ def dispatch(
         from arkouda_bootstrap.server import run_slurm_server
 
         return run_slurm_server(server, environ=environ)
+    job = job_settings(values, server)
     server = replace(server, namespace=resolve_namespace(values.raw("namespace")))
+    if job is not None:
+        from arkouda_bootstrap.jobrun import run_job
+
+        return run_job(api_factory(), server, job)
     return run_server(api_factory(), server)
 
 

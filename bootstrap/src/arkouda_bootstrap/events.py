@@ -28,6 +28,12 @@ class Reason(StrEnum):
     LOCALE_LOST = "LocaleLost"
     RELAUNCHING = "Relaunching"
     WAIT_TIMEOUT = "WaitTimeout"
+    # mpi job mode (`server --scale-down-when-done`), on the launcher pod and its Job: how the one run ended, then
+    # the locale StatefulSet scaled to 0 (or why it could not be)
+    RUN_SUCCEEDED = "RunSucceeded"
+    RUN_FAILED = "RunFailed"
+    LOCALES_RELEASED = "LocalesReleased"
+    LOCALES_KEPT = "LocalesKept"
     SECRET_INVALID = "SecretInvalid"
     RBAC_MISSING = "RbacMissing"
     WORK_DIR_UNUSABLE = "WorkDirUnusable"
@@ -40,6 +46,8 @@ WARNINGS = frozenset(
         Reason.PROBE_FAILED,
         Reason.LOCALE_LOST,
         Reason.WAIT_TIMEOUT,
+        Reason.RUN_FAILED,
+        Reason.LOCALES_KEPT,
         Reason.SECRET_INVALID,
         Reason.RBAC_MISSING,
         Reason.WORK_DIR_UNUSABLE,

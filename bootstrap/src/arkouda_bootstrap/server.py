@@ -269,6 +269,7 @@ def _launch_supervised(
     env: dict[str, str],
     launched: str,
     grace_seconds: float,
+    output: Callable[[str], None] | None = None,
 ) -> Outcome:
     monitor = (
         LocaleMonitor(api, namespace=settings.namespace, selector=settings.selector, locales=prepared.locales)
@@ -283,6 +284,7 @@ def _launch_supervised(
             grace_seconds=grace_seconds,
             on_started=lambda pid: recorder.emit(Reason.LAUNCHED, f"{launched}; pid {pid}"),
             on_lost=lambda reason: recorder.emit(Reason.LOCALE_LOST, reason),
+            output=output,
         )
     finally:
         if settings.prewarm:

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ DEFAULT_GRACE_SECONDS = 10.0
 # before the pod's deletion or NotReady reaches our watch: after a failed exit the monitor gets this long to
 # name a lost locale, so that the exit counts as a loss (relaunch in place) rather than a failure of the program.
 DEFAULT_SETTLE_SECONDS = 15.0
+# With an output tap: how long the copy may go on after the program exited (a leftover grandchild that holds the
+# pipe open must not keep the server from finishing).
+DRAIN_SECONDS = 5.0
 
 
 def lost_reason(tracked: PodInfo, event_type: str, pod: PodInfo | None) -> str | None:
@@ -128,11 +132,13 @@ def run_supervised(
     settle_seconds: float = DEFAULT_SETTLE_SECONDS,
     on_started: Callable[[int], None] | None = None,
     on_lost: Callable[[str], None] | None = None,
+    output: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Start `argv`, forward SIGTERM/SIGINT to it, wait; on a lost locale terminate it (grace, then SIGKILL).
 
     A failed exit that no signal explains waits up to `settle_seconds` for the monitor: a locale lost just before
-    (the launcher noticed first) still makes the outcome a lost locale."""
+    (the launcher noticed first) still makes the outcome a lost locale. With `output`, the program's stdout and
+    stderr go through a pipe: every line is copied to our stdout and passed to `output` (to name why it failed)."""
     started: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []  # signals that arrived before the child existed
 
@@ -150,12 +156,18 @@ def run_supervised(
     # handlers first, so a SIGTERM during start-up is not lost (nor kills us without the child hearing it)
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
     try:
-        child = subprocess.Popen(list(argv), env=dict(env))
+        child = subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            stdout=subprocess.PIPE if output is not None else None,
+            stderr=subprocess.STDOUT if output is not None else None,
+        )
     except OSError as exc:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         raise BootstrapError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
     started.append(child)
+    copier = _start_copy(child, output) if output is not None else None
     for signum in pending:
         forward(signum, None)
     lost: list[str] = []
@@ -205,8 +217,28 @@ def run_supervised(
             monitor.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if copier is not None:
+        copier.join(DRAIN_SECONDS)
     with lock:
         reason = lost[0] if lost else None
     code = exit_status(returncode)
     log.info("pid %d exited with status %d", child.pid, code)
     return Outcome(exit_code=code, lost_reason=reason, signalled=bool(received))
+
+
+def _start_copy(child: subprocess.Popen[bytes], output: Callable[[str], None]) -> threading.Thread:
+    """Copy the child's output to our stdout line by line (so the container log keeps it) and hand each line on."""
+    stream = child.stdout
+    if stream is None:
+        raise ValueError("the child has no stdout pipe")
+
+    def copy() -> None:
+        with stream:
+            for raw in stream:
+                sys.stdout.buffer.write(raw)
+                sys.stdout.flush()
+                output(raw.decode("utf-8", "replace").rstrip("\r\n"))
+
+    thread = threading.Thread(target=copy, name="program-output", daemon=True)
+    thread.start()
+    return thread
