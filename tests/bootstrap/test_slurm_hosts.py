@@ -1,6 +1,7 @@
-"""--hosts-from slurm: the nodelist expanded as Slurm does (scontrol when it runs here, else python-hostlist), the
-task layout, the batch host first, and the batch host's address. Where Slurm's own scontrol is installed the
-library's answers are compared with it (a private slurm.conf, so scontrol asks no DNS and no controller)."""
+"""--hosts-from slurm: the nodelist expanded by Slurm's own `scontrol show hostnames` (the oracle and the
+implementation: a private slurm.conf, so scontrol asks no DNS and no controller), the task layout, the batch host
+first, the batch host's address; bad lists, a missing variable and a missing or broken scontrol are one line,
+exit 2 for what the job's environment got wrong."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import slurm
+from arkouda_bootstrap import cli, slurm
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.slurm import NodelistError
 
 SCONTROL = shutil.which("scontrol")
+pytestmark = pytest.mark.skipif(SCONTROL is None, reason="Slurm's scontrol is not installed: run 'make deps'")
 
 # text -> the hosts Slurm 22.05's `scontrol show hostnames` printed for it (measured on this machine)
 SLURM_EXPANSIONS = {
@@ -28,10 +30,11 @@ SLURM_EXPANSIONS = {
     "c[1-2],c[2-3]": ["c1", "c2", "c2", "c3"],  # duplicates kept (read_allocation refuses them)
     "node1": ["node1"],
     "n[1-2] m1": ["n1", "n2", "m1"],  # whitespace separates like a comma
+    "n1,,n2": ["n1", "n2"],
 }
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def slurm_conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     conf = tmp_path / "slurm.conf"
     conf.write_text(
@@ -43,66 +46,70 @@ def slurm_conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize(("text", "hosts"), SLURM_EXPANSIONS.items(), ids=list(SLURM_EXPANSIONS))
-def test_the_library_expands_like_slurm(text: str, hosts: list[str]) -> None:
-    assert slurm.expand_with_library(text) == hosts
-
-
-@pytest.mark.skipif(SCONTROL is None, reason="Slurm's scontrol is not installed (Debian slurm-client)")
-@pytest.mark.parametrize("text", list(SLURM_EXPANSIONS))
-def test_scontrol_and_the_library_agree(text: str, slurm_conf: Path) -> None:
+def test_the_nodelist_is_expanded_as_slurm_does(text: str, hosts: list[str]) -> None:
     assert SCONTROL is not None
+    # the table is what scontrol says (so a different Slurm shows here first), and the bootstrap says the same
     by_slurm = subprocess.run([SCONTROL, "show", "hostnames", text], capture_output=True, text=True, check=True)
-    assert by_slurm.stdout.split() == SLURM_EXPANSIONS[text]
-    assert slurm.expand_nodelist(text) == (SLURM_EXPANSIONS[text], "scontrol")
-
-
-@pytest.mark.skipif(SCONTROL is None, reason="Slurm's scontrol is not installed (Debian slurm-client)")
-def test_a_list_slurm_refuses_is_refused_even_where_the_library_is_lenient(slurm_conf: Path) -> None:
-    # python-hostlist accepts text after the last bracket; Slurm 22.05 does not, and scontrol's word wins
-    assert slurm.expand_with_library("gpu[1-2]-ib") == ["gpu1-ib", "gpu2-ib"]
-    with pytest.raises(NodelistError, match=r"'gpu\[1-2\]-ib' is not a Slurm hostlist \(scontrol: Invalid hostlist"):
-        slurm.expand_nodelist("gpu[1-2]-ib")
-
-
-def test_scontrol_that_cannot_run_falls_back_to_the_library(tmp_path: Path) -> None:
-    broken = tmp_path / "scontrol"
-    broken.write_text("#!/bin/sh\necho 'scontrol: fatal: Could not establish a configuration source' >&2\nexit 1\n")
-    broken.chmod(0o755)
-    assert slurm.expand_nodelist("n[1-2]", scontrol=str(broken)) == (["n1", "n2"], "python-hostlist")
-    assert slurm.expand_nodelist("n[1-2]", scontrol="") == (["n1", "n2"], "python-hostlist")
+    assert by_slurm.stdout.split() == hosts
+    assert slurm.expand_nodelist(text) == hosts
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("n[010-9]", "start > stop"),
-        ("n[1-2", "unbalanced brackets"),
-        ("n[a-b]", "'n[a-b]' is not a Slurm hostlist"),
+        ("n[010-9]", "'n[010-9]' is not a Slurm hostlist (scontrol: Invalid hostlist: n[010-9])"),
+        ("n[2-1]", "'n[2-1]' is not a Slurm hostlist (scontrol: Invalid hostlist: n[2-1])"),
+        ("n[a-b]", "'n[a-b]' is not a Slurm hostlist (scontrol: Invalid hostlist: n[a-b])"),
+        ("gpu[1-2]-ib", "'gpu[1-2]-ib' is not a Slurm hostlist (scontrol: Invalid hostlist: gpu[1-2]-ib)"),
+        ("n[1-2]]", "'n[1-2]]' is not a Slurm hostlist (scontrol: Invalid hostlist: n[1-2]])"),
+        ("n[1-2", "'n[1-2' is not a Slurm hostlist: unbalanced brackets"),  # scontrol itself prints `n]`
+        (",", "',' names no host"),
         ("   ", "the nodelist is empty"),
     ],
 )
 def test_a_bad_nodelist_is_one_line(text: str, message: str) -> None:
-    with pytest.raises(NodelistError, match=message.replace("[", r"\[")) as err:
-        slurm.expand_nodelist(text, scontrol="")
+    with pytest.raises(NodelistError) as err:
+        slurm.expand_nodelist(text)
+    assert str(err.value) == message
+    assert err.value.exit_code == 2
+
+
+def test_no_scontrol_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BootstrapError, match=r"^scontrol is not on PATH: .*slurm-client") as err:
+        slurm.expand_nodelist("n[1-2]")
     assert "\n" not in str(err.value)
+
+
+def test_scontrol_that_cannot_read_its_configuration_is_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "scontrol"  # test double: what scontrol prints without any configuration source
+    broken.write_text("#!/bin/sh\necho 'scontrol: fatal: Could not establish a configuration source' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(BootstrapError) as err:
+        slurm.expand_nodelist("n[1-2]", scontrol=str(broken))
+    assert str(err.value) == (
+        "scontrol show hostnames failed (scontrol: fatal: Could not establish a configuration source): it needs "
+        "this cluster's slurm.conf (SLURM_CONF, set by Slurm inside a job) or a configless controller"
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "counts"),
-    [("2(x3),1", [2, 2, 2, 1]), ("1", [1]), ("4(x2)", [4, 4]), ("1,2,3", [1, 2, 3])],
+    [("2(x3),1", [2, 2, 2, 1]), ("1", [1]), ("4(x2)", [4, 4]), ("1,2,3", [1, 2, 3]), (" 3(x1),2 ", [3, 2])],
 )
 def test_tasks_per_node(text: str, counts: list[int]) -> None:
     assert slurm.parse_tasks_per_node(text) == counts
 
 
-@pytest.mark.parametrize("text", ["2x3", "(x2)", "0", "a"])
+@pytest.mark.parametrize("text", ["2x3", "(x2)", "0", "a", "2(x0)", "1,,2", "2(3)", "-1"])
 def test_a_bad_task_layout_names_the_variable(text: str) -> None:
-    with pytest.raises(NodelistError, match=r"SLURM_TASKS_PER_NODE="):
+    with pytest.raises(NodelistError, match=r"^SLURM_TASKS_PER_NODE=") as err:
         slurm.parse_tasks_per_node(text)
+    assert err.value.exit_code == 2
 
 
 def allocation(env: dict[str, str], hostname: str = "elsewhere") -> slurm.Allocation:
-    return slurm.read_allocation(env, scontrol="", hostname=lambda: hostname)
+    return slurm.read_allocation(env, hostname=lambda: hostname)
 
 
 def test_the_batch_host_comes_first_with_its_own_task_count() -> None:
@@ -110,7 +117,7 @@ def test_the_batch_host_comes_first_with_its_own_task_count() -> None:
     got = allocation(env)
     assert got.hosts == ("node03", "node01", "node02", "node07")
     assert got.tasks == (3, 1, 1, 4)
-    assert got.expanded_by == "python-hostlist"
+    assert got.expanded_by == "scontrol"
 
 
 def test_the_batch_host_from_the_host_name_without_its_domain() -> None:
@@ -131,6 +138,7 @@ def test_the_batch_host_from_the_host_name_without_its_domain() -> None:
             "SLURM_TASKS_PER_NODE='1(x3)' describes 3 nodes, SLURM_JOB_NODELIST has 2",
         ),
         ({"SLURM_JOB_NODELIST": "n[2-1]"}, "SLURM_JOB_NODELIST: 'n[2-1]' is not a Slurm hostlist"),
+        ({"SLURM_JOB_NODELIST": "n1", "SLURMD_NODENAME": "n1", "SLURM_TASKS_PER_NODE": "x"}, "SLURM_TASKS_PER_NODE="),
     ],
 )
 def test_allocation_errors_are_one_line(env: dict[str, str], message: str) -> None:
@@ -144,3 +152,22 @@ def test_own_address_of_an_address_and_of_a_loopback_name() -> None:
     assert slurm.own_address("127.0.0.1", []) == "127.0.0.1"  # a single-node job may keep loopback
     # the batch host resolves to loopback (as Debian maps its own name): the route to another node decides
     assert slurm.own_address("localhost", ["127.0.0.3"]) == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "--hosts-from slurm: SLURM_JOB_NODELIST is not set: run the bootstrap inside a Slurm job"),
+        ({"SLURM_JOB_NODELIST": "n[2-1]"}, "SLURM_JOB_NODELIST: 'n[2-1]' is not a Slurm hostlist"),
+        ({"SLURM_JOB_NODELIST": "n1", "SLURM_TASKS_PER_NODE": "2(3)"}, "SLURM_TASKS_PER_NODE='2(3)': '2(3)' is not"),
+    ],
+)
+def test_the_cli_says_what_is_wrong_with_the_job_in_one_line_and_exits_2(
+    env: dict[str, str], message: str, capsys: pytest.CaptureFixture[str], slurm_conf: Path
+) -> None:
+    environ = {"PATH": "/usr/bin:/bin", "SLURM_CONF": str(slurm_conf), **env}
+    code = cli.main(["server", "--hosts-from", "slurm", "--", "/bin/true"], environ=environ)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1
+    assert err[0].startswith(f"arkouda-bootstrap: error: {message}")

@@ -30,7 +30,6 @@ pytestmark = pytest.mark.sshd
 # The child runs as the test user, who cannot read the venv under /root: what the Slurm path and
 # --register-service load must already be imported here (privdrop.preimport covers the pod path).
 for _module in (
-    "hostlist",
     "arkouda_bootstrap.slurm",
     "arkouda_bootstrap.userkeys",
     "arkouda_bootstrap.registration",

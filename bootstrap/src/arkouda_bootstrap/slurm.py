@@ -4,24 +4,24 @@ Inside `sbatch`/`salloc` Slurm describes the allocation in the environment: `SLU
 hostlist such as `node[01-03,07],gpu5`), `SLURM_TASKS_PER_NODE` (`2(x3),1`: two tasks on each of the first three
 nodes, one on the fourth, in the nodelist's order) and `SLURMD_NODENAME` (the node this batch script runs on).
 
-Expansion: Slurm's own (`scontrol show hostnames`) when scontrol is on PATH and works (it needs the site's
-slurm.conf or a configless controller), else the python-hostlist library. Both keep the list's order and its
-duplicates and read zero padding the same way (`n[01-010]` is n01…n10); measured against Slurm 22.05, python-hostlist
-is more lenient in one corner: it accepts text after the last bracket (`gpu[1-2]-ib`), which Slurm refuses. Slurm
-itself never writes such a list into SLURM_JOB_NODELIST.
+Expansion: Slurm's own, `scontrol show hostnames`, which every node of a Slurm cluster has (slurm-client) and can
+run inside a job (slurmd gives the job its SLURM_CONF, also in configless mode). It keeps the list's order and its
+duplicates; a list it refuses is refused here in one line. There is deliberately no pure-Python fallback: the
+maintained Python expander (python-hostlist) is GPL-2.0-or-later, and where scontrol is missing Slurm is too.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.errors import BootstrapError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,9 @@ NODENAME_VAR = "SLURMD_NODENAME"
 SCONTROL_TIMEOUT_SECONDS = 30.0
 
 
-class NodelistError(BootstrapError):
-    """A nodelist (or task layout) that cannot be expanded; the message names the variable and the text."""
+class NodelistError(UsageError):
+    """A nodelist (or task layout) that cannot be expanded; the message names the variable and the text. A bad
+    environment value like a bad flag: exit 2."""
 
 
 @dataclass(frozen=True)
@@ -41,29 +42,23 @@ class Allocation:
 
     hosts: tuple[str, ...]
     tasks: tuple[int, ...]
-    expanded_by: str  # "scontrol" or "python-hostlist", for the log
+    expanded_by: str  # the expander, for the log (Slurm's scontrol)
 
 
-def expand_with_library(text: str) -> list[str]:
-    """python-hostlist's expansion, with Slurm's separators: whitespace as well as commas between names."""
-    import hostlist
-
-    hosts: list[str] = []
-    for part in text.split():
-        try:
-            hosts += [h for h in hostlist.expand_hostlist(part, allow_duplicates=True) if h]
-        except hostlist.BadHostlist as exc:
-            raise NodelistError(f"{text!r} is not a Slurm hostlist: {exc}") from None
-    if not hosts:
-        raise NodelistError(f"{text!r} names no host")
-    return hosts
-
-
-def expand_with_scontrol(text: str, *, scontrol: str) -> list[str] | None:
-    """Slurm's own expansion; None when scontrol cannot run here (no slurm.conf, no controller to ask)."""
+def expand_nodelist(text: str, *, scontrol: str | None = None) -> list[str]:
+    """The hosts of a Slurm hostlist in Slurm's order, expanded by Slurm's `scontrol show hostnames`. `scontrol`
+    None: look it up on PATH."""
+    if not text.strip():
+        raise NodelistError("the nodelist is empty")
+    found = shutil.which("scontrol") if scontrol is None else scontrol
+    if not found:
+        raise BootstrapError(
+            "scontrol is not on PATH: the Slurm path expands the nodelist with Slurm's own `scontrol show hostnames` "
+            "(install Slurm's client commands, e.g. Debian's slurm-client, or put them on PATH)"
+        )
     try:
         result = subprocess.run(
-            [scontrol, "show", "hostnames", text],
+            [found, "show", "hostnames", text],
             capture_output=True,
             text=True,
             check=False,
@@ -71,40 +66,38 @@ def expand_with_scontrol(text: str, *, scontrol: str) -> list[str] | None:
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        log.info("scontrol show hostnames did not run (%s); expanding with python-hostlist", exc)
-        return None
-    # scontrol exits 0 even for a list it refuses, and says so on stderr
-    if "Invalid hostlist" in result.stderr:
-        raise NodelistError(f"{text!r} is not a Slurm hostlist (scontrol: {result.stderr.strip().splitlines()[-1]})")
+        raise BootstrapError(f"scontrol show hostnames did not run: {exc}") from None
+    # scontrol exits 0 even for a list it refuses, and says so
+    said = (result.stderr + result.stdout).strip().splitlines()
+    refused = [line for line in said if line.startswith("Invalid hostlist")]
+    if refused:
+        raise NodelistError(f"{text!r} is not a Slurm hostlist (scontrol: {refused[-1]})")
+    if result.returncode != 0:
+        why = said[-1] if said else f"exit {result.returncode}"
+        raise BootstrapError(
+            f"scontrol show hostnames failed ({why}): it needs this cluster's slurm.conf (SLURM_CONF, set by Slurm "
+            "inside a job) or a configless controller"
+        )
     hosts = result.stdout.split()
-    if result.returncode != 0 or not hosts:
-        why = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
-        log.info("scontrol show hostnames failed (%s); expanding with python-hostlist", why)
-        return None
+    if not hosts:
+        raise NodelistError(f"{text!r} names no host")
+    # Slurm turns an unclosed bracket into a name with a bracket in it (`n[1-2` gives `n]`): no node is called that
+    if any("[" in h or "]" in h for h in hosts):
+        raise NodelistError(f"{text!r} is not a Slurm hostlist: unbalanced brackets")
     return hosts
 
 
-def expand_nodelist(text: str, *, scontrol: str | None = None) -> tuple[list[str], str]:
-    """The hosts of a Slurm hostlist in Slurm's order, and which expander answered. `scontrol` None: look it up on
-    PATH (an empty string: do not use it)."""
-    if not text.strip():
-        raise NodelistError("the nodelist is empty")
-    found = shutil.which("scontrol") if scontrol is None else scontrol
-    if found:
-        hosts = expand_with_scontrol(text, scontrol=found)
-        if hosts is not None:
-            return hosts, "scontrol"
-    return expand_with_library(text), "python-hostlist"
+_TASKS_ITEM = re.compile(r"(\d+)(?:\(x(\d+)\))?")
 
 
 def parse_tasks_per_node(text: str) -> list[int]:
-    """`SLURM_TASKS_PER_NODE` (`2(x3),1`) as one count per node."""
-    import hostlist
-
-    try:
-        counts: list[int] = hostlist.parse_slurm_tasks_per_node(text.strip())
-    except hostlist.BadHostlist as exc:
-        raise NodelistError(f"{TASKS_VAR}={text!r}: {exc} (expected e.g. 2(x3),1)") from None
+    """`SLURM_TASKS_PER_NODE` (`2(x3),1`: a count, optionally repeated for that many nodes) as one count per node."""
+    counts: list[int] = []
+    for item in text.strip().split(","):
+        m = _TASKS_ITEM.fullmatch(item.strip())
+        if m is None or int(m.group(2) or 1) < 1:
+            raise NodelistError(f"{TASKS_VAR}={text!r}: {item!r} is not N or N(xM) (expected e.g. 2(x3),1)")
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
     if any(n < 1 for n in counts):
         raise NodelistError(f"{TASKS_VAR}={text!r}: every node needs at least one task")
     return counts
@@ -137,13 +130,13 @@ def read_allocation(
     """The allocation from a Slurm job's environment, the batch host moved to the front (it runs locale 0)."""
     var = next((v for v in NODELIST_VARS if environ.get(v, "").strip()), None)
     if var is None:
-        raise BootstrapError(
+        raise UsageError(
             "--hosts-from slurm: SLURM_JOB_NODELIST is not set: run the bootstrap inside a Slurm job "
             "(an sbatch script or salloc)"
         )
     text = environ[var]
     try:
-        nodes, how = expand_nodelist(text, scontrol=scontrol)
+        nodes = expand_nodelist(text, scontrol=scontrol)
     except NodelistError as exc:
         raise NodelistError(f"{var}: {exc}") from None
     if len(set(nodes)) != len(nodes):
@@ -155,7 +148,9 @@ def read_allocation(
     first = batch_host(nodes, environ=environ, hostname=hostname)
     i = nodes.index(first)
     order = [i, *(j for j in range(len(nodes)) if j != i)]
-    return Allocation(hosts=tuple(nodes[j] for j in order), tasks=tuple(tasks[j] for j in order), expanded_by=how)
+    return Allocation(
+        hosts=tuple(nodes[j] for j in order), tasks=tuple(tasks[j] for j in order), expanded_by="scontrol"
+    )
 
 
 def _ipv4(name: str) -> str:
