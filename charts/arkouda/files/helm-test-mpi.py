@@ -1,19 +1,29 @@
-"""helm test (mpi mode): fetch the hybrid hello output the server pod serves after mpirun succeeded and check
-that every (rank, thread) line appears exactly once, with the expected sizes, over numLocales hosts.
+"""helm test (mpi mode): fetch the hybrid hello output the server pod serves after mpirun succeeded (or, in job
+mode, the log of the Job's launcher pod once the Job completed) and check that every (rank, thread) line appears
+exactly once, with the expected sizes, over numLocales hosts.
 
-Environment (set by templates/tests/test-pod.yaml): RESULTS_URL, EXPECTED_RANKS, EXPECTED_THREADS,
+Environment (set by templates/tests/test-pod.yaml): RESULTS_URL or JOB_NAME (job mode; the pod's service account
+may list pods and read their logs, templates/tests/test-rbac.yaml), EXPECTED_RANKS, EXPECTED_THREADS,
 EXPECTED_HOSTS, LINE_PATTERN (tests.mpiLinePattern), TIMEOUT_SECONDS. Standard library only (the image's python3).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
+import ssl
 import sys
 import time
+import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+# The pod's own service account (automountServiceAccountToken in job mode) and the in-cluster API address.
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+API_SERVER = "https://kubernetes.default.svc"
 
 
 def fetch(url: str, *, timeout: float) -> str:
@@ -29,6 +39,54 @@ def fetch(url: str, *, timeout: float) -> str:
                     f"FAIL: no MPI output at {url} ({exc}); see `kubectl logs` of the server pod, container server"
                 )
             time.sleep(2)
+
+
+def api_getter(*, account: Path = SERVICE_ACCOUNT, server: str = API_SERVER) -> Callable[[str], bytes]:
+    """GET an API path with the pod's service account token, verified against the cluster CA."""
+    token = (account / "token").read_text().strip()
+    context = ssl.create_default_context(cafile=str(account / "ca.crt"))
+
+    def get(path: str) -> bytes:
+        request = urllib.request.Request(server + path, headers={"Authorization": f"Bearer {token}"})  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10, context=context) as resp:  # noqa: S310 - the API server
+            return bytes(resp.read())
+
+    return get
+
+
+def job_output(job: str, *, namespace: str, get: Callable[[str], bytes], timeout: float) -> str:
+    """The log of the Job's launcher pod (container `server`) once it succeeded; exits with one line when the Job
+    failed (its termination message: why) or did not finish within `timeout`."""
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    selector = urllib.parse.quote(f"batch.kubernetes.io/job-name={job}")
+    deadline = time.monotonic() + timeout
+    seen = "no pod yet"
+    while True:
+        try:
+            items = json.loads(get(f"{pods}?labelSelector={selector}")).get("items") or []
+        except OSError as exc:
+            items, seen = [], f"cannot list its pods: {exc}"
+        for pod in items:
+            name, phase = pod["metadata"]["name"], pod.get("status", {}).get("phase", "")
+            if phase == "Succeeded":
+                return get(f"{pods}/{name}/log?container=server").decode("utf-8", "replace")
+            if phase == "Failed":
+                sys.exit(f"FAIL: the MPI Job {job} failed: {termination_message(pod)} (kubectl describe job {job})")
+            seen = f"pod {name} is {phase}"
+        if time.monotonic() > deadline:
+            sys.exit(f"FAIL: the MPI Job {job} did not finish within {timeout:g}s ({seen}; tests.timeoutSeconds)")
+        time.sleep(2)
+
+
+def termination_message(pod: Mapping[str, object]) -> str:
+    """The `server` container's termination message (the bootstrap's one line), else its exit code."""
+    status = pod.get("status")
+    statuses = status.get("containerStatuses", []) if isinstance(status, dict) else []
+    for cs in statuses:
+        terminated = cs.get("state", {}).get("terminated") if cs.get("name") == "server" else None
+        if terminated:
+            return str(terminated.get("message") or f"exit code {terminated.get('exitCode')}").strip()
+    return "no termination message"
 
 
 def check(text: str, *, pattern: re.Pattern[str], ranks: int, threads: int, hosts_expected: int) -> list[str]:
@@ -63,7 +121,12 @@ def main(environ: Mapping[str, str]) -> int:
     ranks, threads = int(environ["EXPECTED_RANKS"]), int(environ["EXPECTED_THREADS"])
     hosts = int(environ["EXPECTED_HOSTS"])
     pattern = re.compile(environ["LINE_PATTERN"])
-    text = fetch(environ["RESULTS_URL"], timeout=float(environ["TIMEOUT_SECONDS"]))
+    timeout = float(environ["TIMEOUT_SECONDS"])
+    if environ.get("JOB_NAME"):
+        namespace = (SERVICE_ACCOUNT / "namespace").read_text().strip()
+        text = job_output(environ["JOB_NAME"], namespace=namespace, get=api_getter(), timeout=timeout)
+    else:
+        text = fetch(environ["RESULTS_URL"], timeout=timeout)
     errors = check(text, pattern=pattern, ranks=ranks, threads=threads, hosts_expected=hosts)
     for e in errors:
         print("FAIL:", e)
