@@ -194,6 +194,14 @@ class FakeKube:
         self._check("delete_pod", name)
         return self.pods.pop(name, None) is not None
 
+    def force_delete_pod(self, *, namespace: str, name: str, uid: str) -> bool:
+        self._check("force_delete_pod", name)
+        current = self.pods.get(name)
+        if current is None or current.uid != uid:  # the API server's uid precondition (409) or 404
+            return False
+        del self.pods[name]
+        return True
+
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None

@@ -32,6 +32,7 @@ def test_reasons_and_types() -> None:
         ("RunFailed", "Warning"),
         ("LocalesReleased", "Normal"),
         ("LocalesKept", "Warning"),
+        ("NodeLost", "Warning"),
         ("SecretInvalid", "Warning"),
         ("RbacMissing", "Warning"),
         ("WorkDirUnusable", "Warning"),

@@ -27,6 +27,7 @@ from arkouda_bootstrap.config import (
 )
 from arkouda_bootstrap.errors import BootstrapError, UsageError
 from arkouda_bootstrap.kube import KubeApi, KubernetesApi, resolve_namespace
+from arkouda_bootstrap.nodeloss import NodeWatchSettings
 
 if TYPE_CHECKING:
     from arkouda_bootstrap.jobrun import JobSettings
@@ -267,15 +268,34 @@ EXPORTER = [
         f"{config.DEFAULT_EXPORTER_TIMEOUT:g}",
     ),
 ]
+NODEWATCH = [
+    Opt(
+        "statefulsets",
+        "--statefulsets",
+        "ARKOUDA_NODEWATCH_STATEFULSETS",
+        "comma-separated StatefulSets whose pods may be force-deleted when stuck terminating on a lost node",
+    ),
+    Opt("selector", "--selector", "ARKOUDA_NODEWATCH_SELECTOR", "label selector of the pods to follow"),
+    Opt(
+        "margin",
+        "--margin-seconds",
+        "ARKOUDA_NODEWATCH_MARGIN_SECONDS",
+        "seconds past a pod's deletion grace period before it is force-deleted",
+        "10",
+    ),
+]
 SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
     "keygen": ("create/validate/rotate/delete the release's SSH Secret (Helm hook)", KEYGEN),
     "locale": ("run the unprivileged sshd and reload it with changed keys (locale pods, server pod's sshd)", LOCALE),
     "server": ("wait for locales, probe them over ssh, launch and supervise the command after --", SERVER),
     "exporter": ("serve Arkouda's metrics socket as Prometheus /metrics (the server pod's metrics sidecar)", EXPORTER),
+    "nodewatch": ("force-delete the release's pods stuck terminating on a lost node (docs/node-loss.md)", NODEWATCH),
 }
 
 
 EPILOGS = {
+    "nodewatch": "Runs until stopped; a pod is force-deleted (uid precondition, Event NodeLost) only when it is "
+    "terminating, carries the node controller's or the taint manager's mark and outlived its grace period.",
     "server": "Everything after `--` is the command to launch (arkouda: -nl N is appended), e.g. "
     "arkouda-bootstrap server -- /opt/arkouda/bin/arkouda_server --ServerPort=5555; in a Slurm batch script: "
     "arkouda-bootstrap server --hosts-from slurm -- /path/arkouda_server --ServerPort=5555",
@@ -296,7 +316,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Entrypoint of the Arkouda-on-Kubernetes images.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="subcommand", metavar="{keygen,locale,server,exporter}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="subcommand", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_Parser)
     for name, (text, opts) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=text, description=text, epilog=EPILOGS.get(name))
         for opt in [*COMMON, *opts]:
@@ -556,6 +576,20 @@ def exporter_settings(v: Values) -> ExporterSettings:
     )
 
 
+def nodewatch_settings(v: Values, *, namespace: str) -> NodeWatchSettings:
+    so, mo = v.opt("statefulsets"), v.opt("margin")
+    names = tuple(n.strip() for n in v.required("statefulsets").split(",") if n.strip())
+    for name in names:
+        config.parse_name(name, flag=so.flag, env=so.env)
+    selector = v.opt("selector")
+    return NodeWatchSettings(
+        namespace=namespace,
+        selector=config.parse_selector(v.required("selector"), flag=selector.flag, env=selector.env),
+        statefulsets=names,
+        margin_seconds=config.parse_float(v.required("margin"), flag=mo.flag, env=mo.env),
+    )
+
+
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """Everything after the first `--` is the command to launch, never parsed as our flags."""
     args = list(argv)
@@ -587,13 +621,18 @@ def dispatch(
     parser = build_parser()
     ns = parser.parse_args(own)
     if ns.subcommand is None:
-        raise UsageError(f"{PROG}: choose a subcommand: keygen, locale, server or exporter (see --help)")
+        raise UsageError(f"{PROG}: choose a subcommand: {', '.join(SUBCOMMANDS)} (see --help)")
     opts = [*COMMON, *SUBCOMMANDS[ns.subcommand][1]]
     values = Values(ns, opts, environ)
     setup_logging(values.required("log_level"))
     if command and ns.subcommand != "server":
         raise UsageError(f"{ns.subcommand} takes no command after `--`")
 
+    if ns.subcommand == "nodewatch":
+        from arkouda_bootstrap.nodeloss import run_nodewatch
+
+        watch = nodewatch_settings(values, namespace="")
+        return run_nodewatch(api_factory(), replace(watch, namespace=resolve_namespace(values.raw("namespace"))))
     if ns.subcommand == "exporter":
         from arkouda_bootstrap.exporter import run_exporter
 

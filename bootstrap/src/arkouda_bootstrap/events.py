@@ -1,4 +1,5 @@
-"""Kubernetes Events on the server pod, so `kubectl describe pod` tells the story.
+"""Kubernetes Events on the server pod, so `kubectl describe pod` tells the story (and NodeLost, which `nodewatch`
+puts on the pod it force-deleted).
 
 Reasons (docs/interfaces.md): LocalesReady, KeysPending, ProbeFailed, Launched, LocaleLost, Relaunching,
 WaitTimeout, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable,
@@ -34,6 +35,8 @@ class Reason(StrEnum):
     RUN_FAILED = "RunFailed"
     LOCALES_RELEASED = "LocalesReleased"
     LOCALES_KEPT = "LocalesKept"
+    # a pod stuck terminating on a lost node was force-deleted so that its StatefulSet recreates it
+    NODE_LOST = "NodeLost"
     SECRET_INVALID = "SecretInvalid"
     RBAC_MISSING = "RbacMissing"
     WORK_DIR_UNUSABLE = "WorkDirUnusable"
@@ -48,6 +51,7 @@ WARNINGS = frozenset(
         Reason.WAIT_TIMEOUT,
         Reason.RUN_FAILED,
         Reason.LOCALES_KEPT,
+        Reason.NODE_LOST,
         Reason.SECRET_INVALID,
         Reason.RBAC_MISSING,
         Reason.WORK_DIR_UNUSABLE,

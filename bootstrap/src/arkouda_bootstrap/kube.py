@@ -69,6 +69,9 @@ class PodInfo:
     conditions: tuple[PodCondition, ...] = ()
     containers: tuple[ContainerState, ...] = ()
     resource_version: str = ""
+    node_name: str = ""
+    # metadata.deletionGracePeriodSeconds: how long the kubelet was given to confirm the deletion
+    deletion_grace_seconds: int | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)  # read for the secondary network (netstatus)
 
     def condition(self, type_: str) -> PodCondition | None:
@@ -154,6 +157,11 @@ class KubeApi(Protocol):
 
     def delete_pod(self, *, namespace: str, name: str) -> bool:
         """Delete; False when it did not exist."""
+        ...
+
+    def force_delete_pod(self, *, namespace: str, name: str, uid: str) -> bool:
+        """Delete at once (grace 0: no kubelet confirmation), only the pod with this `uid`; False when it no
+        longer exists or the name now belongs to another pod."""
         ...
 
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
@@ -250,7 +258,13 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodInfo:
         containers=containers,
         resource_version=_s(meta.get("resourceVersion")),
         annotations=dict(meta.get("annotations") or {}),
+        node_name=_s(_d(obj.get("spec")).get("nodeName")),
+        deletion_grace_seconds=_int_or_none(meta.get("deletionGracePeriodSeconds")),
     )
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
@@ -501,6 +515,15 @@ class KubernetesApi:
     def delete_pod(self, *, namespace: str, name: str) -> bool:
         call = self._core.delete_namespaced_pod
         return self._call("delete pods", namespace, call, name, namespace, missing_ok=True) is not None
+
+    def force_delete_pod(self, *, namespace: str, name: str, uid: str) -> bool:
+        # the uid precondition: never the replacement the StatefulSet made under the same name (HTTP 409)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        call = self._core.delete_namespaced_pod
+        try:
+            return self._call("delete pods", namespace, call, name, namespace, body=body, missing_ok=True) is not None
+        except ConflictError:
+            return False
 
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         call = self._core.delete_namespaced_config_map

@@ -1,0 +1,190 @@
+"""`nodewatch`: force-delete a release's StatefulSet pod that is stuck terminating on a lost node, so that its
+StatefulSet recreates it on a remaining node (docs/node-loss.md has the timeline and why this is safe for our pods).
+
+When a node dies, the node controller marks its pods NotReady and taints the node `unreachable:NoExecute`; the
+taint manager then deletes the pods (after the chart's short tolerationSeconds), but only the kubelet of that node
+can confirm a graceful deletion, so the pod stays Terminating and its StatefulSet never makes the replacement
+(one pod per name). This watch acts only on pods that (1) belong to one of the named StatefulSets, (2) are being
+deleted, (3) carry the node controller's or the taint manager's mark of a lost node, and (4) have outlived their
+own grace period plus a margin, as seen by this process: a kubelet that is alive confirms within the grace period.
+The delete carries the pod's uid as precondition, so the replacement under the same name is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.events import EventRecorder, Reason
+from arkouda_bootstrap.kube import KubeApi, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
+
+log = logging.getLogger(__name__)
+
+# Seconds past the pod's own deletion grace period before we act: a live kubelet that is merely slow (SIGKILL
+# after the grace period, then the status update) confirms well within it.
+DEFAULT_MARGIN_SECONDS = 10.0
+# A dead node sends no more pod changes, so the stuck pods are re-checked after every watch request at the latest.
+DEFAULT_CHUNK_SECONDS = 5
+RETRY_SECONDS = 5.0
+TAINT_MANAGER_REASON = "DeletionByTaintManager"
+
+
+def node_lost_evidence(pod: PodInfo) -> str | None:
+    """What on the pod says its node was lost, or None.
+
+    The taint manager adds DisruptionTarget=True (reason DeletionByTaintManager) before it deletes a pod for a
+    NoExecute taint (node unreachable / not ready). The node controller, when a node stops reporting, sets the
+    pod's Ready condition to False and touches nothing else, whereas a kubelet always turns ContainersReady False
+    together with Ready: Ready=False with ContainersReady=True is the node controller's mark."""
+    disruption = pod.condition("DisruptionTarget")
+    if disruption is not None and disruption.status == "True" and disruption.reason == TAINT_MANAGER_REASON:
+        return "the taint manager evicted it for its node's NoExecute taint (unreachable or not ready)"
+    ready, containers = pod.condition("Ready"), pod.condition("ContainersReady")
+    if ready is not None and ready.status != "True" and containers is not None and containers.status == "True":
+        return "the node controller marked it NotReady (its node stopped reporting)"
+    return None
+
+
+def statefulset_of(pod_name: str, statefulsets: Sequence[str]) -> str | None:
+    """The StatefulSet among `statefulsets` whose pod this name is (`<statefulset>-<ordinal>`), or None."""
+    for sts in statefulsets:
+        if re.fullmatch(re.escape(sts) + r"-(0|[1-9][0-9]*)", pod_name):
+            return sts
+    return None
+
+
+@dataclass(frozen=True)
+class NodeWatchSettings:
+    namespace: str
+    selector: str
+    statefulsets: tuple[str, ...]
+    margin_seconds: float = DEFAULT_MARGIN_SECONDS
+    chunk_seconds: int = DEFAULT_CHUNK_SECONDS
+
+
+class Reaper:
+    """Keeps the followed pods and, on `reap_due`, force-deletes those stuck on a lost node long enough."""
+
+    def __init__(self, api: KubeApi, settings: NodeWatchSettings, *, clock: Callable[[], float] = time.monotonic):
+        self._api = api
+        self._settings = settings
+        self._clock = clock
+        self._pods: dict[str, PodInfo] = {}
+        self._deleting_since: dict[str, float] = {}  # by uid: when this process first saw the deletion
+        self._done: set[str] = set()  # uids already force-deleted (or found gone)
+
+    def observe(self, item: PodList | PodEvent | ChunkEnded) -> None:
+        if isinstance(item, PodList):
+            self._pods = {p.name: p for p in item.pods if self._ours(p)}
+        elif isinstance(item, PodEvent) and item.pod is not None and self._ours(item.pod):
+            if item.type == "DELETED":
+                self._pods.pop(item.pod.name, None)
+            else:
+                self._pods[item.pod.name] = item.pod
+        now = self._clock()
+        live = {p.uid for p in self._pods.values()}
+        for pod in self._pods.values():
+            if pod.deleting:
+                self._deleting_since.setdefault(pod.uid, now)
+        for uid in set(self._deleting_since) - {p.uid for p in self._pods.values() if p.deleting}:
+            del self._deleting_since[uid]
+        self._done &= live
+
+    def _ours(self, pod: PodInfo) -> bool:
+        return statefulset_of(pod.name, self._settings.statefulsets) is not None
+
+    def due(self) -> list[tuple[PodInfo, str, float]]:
+        """(pod, evidence, seconds since its deletion was seen) of every pod to force-delete now."""
+        now = self._clock()
+        found = []
+        for pod in self._pods.values():
+            if not pod.deleting or pod.uid in self._done:
+                continue
+            evidence = node_lost_evidence(pod)
+            if evidence is None:
+                continue
+            age = now - self._deleting_since.get(pod.uid, now)
+            if age >= (pod.deletion_grace_seconds or 0) + self._settings.margin_seconds:
+                found.append((pod, evidence, age))
+        return found
+
+    def reap_due(self) -> list[str]:
+        """Force-delete what is due; returns the names deleted. A refused delete (RBAC) is logged and retried at
+        the next check; a pod already gone or replaced counts as done."""
+        reaped = []
+        for pod, evidence, age in self.due():
+            try:
+                deleted = self._api.force_delete_pod(
+                    namespace=pod.namespace or self._settings.namespace, name=pod.name, uid=pod.uid
+                )
+            except BootstrapError as exc:
+                log.error("cannot force-delete pod %s stuck on lost node %s: %s", pod.name, pod.node_name, exc)
+                continue
+            self._done.add(pod.uid)
+            if not deleted:
+                log.info("pod %s (uid %s) was already gone or replaced", pod.name, pod.uid)
+                continue
+            node = pod.node_name or "(unknown)"
+            message = (
+                f"pod {pod.name} on node {node}: {evidence}; still Terminating {age:.0f}s after its deletion was "
+                f"seen (grace {pod.deletion_grace_seconds or 0}s + margin {self._settings.margin_seconds:g}s) "
+                "because its node's kubelet cannot confirm it: force-deleted so that its StatefulSet recreates it "
+                "on a remaining node"
+            )
+            log.warning("%s", message)
+            recorder = EventRecorder(
+                self._api, PodRef(namespace=pod.namespace or self._settings.namespace, name=pod.name, uid=pod.uid)
+            )
+            recorder.emit(Reason.NODE_LOST, message)
+            reaped.append(pod.name)
+        return reaped
+
+
+def run_nodewatch(
+    api: KubeApi,
+    settings: NodeWatchSettings,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    stop: threading.Event | None = None,
+    sleep: Callable[[float], object] | None = None,
+) -> int:
+    """Follow the pods and reap stuck ones until `stop` is set (never, in the pod). API trouble is logged and
+    retried; only missing RBAC to list/watch pods ends it (one line, non-zero: the chart's Role is wrong)."""
+    stop = stop or threading.Event()
+    wait = sleep or stop.wait
+    reaper = Reaper(api, settings, clock=clock)
+    log.info(
+        "watching pods of %s (selector %s) for pods stuck terminating on a lost node (margin %gs)",
+        ", ".join(settings.statefulsets),
+        settings.selector,
+        settings.margin_seconds,
+    )
+    while not stop.is_set():
+        followed = follow_pods(
+            api,
+            namespace=settings.namespace,
+            selector=settings.selector,
+            chunk_seconds=settings.chunk_seconds,
+            clock=clock,
+            sleep=wait,
+        )
+        try:
+            with contextlib.closing(followed):
+                for item in followed:
+                    reaper.observe(item)
+                    reaper.reap_due()
+                    if stop.is_set():
+                        break
+        except BootstrapError as exc:
+            if "missing RBAC" in str(exc):
+                raise
+            log.warning("nodewatch: %s; retrying in %gs", exc, RETRY_SECONDS)
+            wait(RETRY_SECONDS)
+    return 0

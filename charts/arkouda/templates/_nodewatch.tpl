@@ -1,0 +1,42 @@
+{{- /*
+Helpers of the nodewatch Deployment (global.nodeLoss.enabled; docs/node-loss.md).
+*/}}
+
+{{- /*
+arkouda.nodewatchName: name of the nodewatch Deployment, ServiceAccount, Role and RoleBinding.
+*/}}
+{{- define "arkouda.nodewatchName" -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "nodewatch") -}}
+{{- end -}}
+
+{{- /*
+arkouda.nodewatchStatefulSets: the StatefulSets whose pods nodewatch may force-delete, comma-separated: the
+server's (unless it runs as a Job: mode mpi with server.mpi.runMode job, whose pods a Job replaces by itself) and
+the locales' (when there is a locale pod). Empty → no nodewatch.
+*/}}
+{{- define "arkouda.nodewatchStatefulSets" -}}
+{{- $names := list -}}
+{{- $serverJob := and (eq .Values.global.mode "mpi") (eq (default "" ((.Values.server).mpi).runMode) "job") -}}
+{{- if and (.Values.server).enabled (not $serverJob) -}}
+{{- $names = append $names (include "arkouda-common.fullname" (dict "ctx" . "component" "server")) -}}
+{{- end -}}
+{{- if and (.Values.locale).enabled (gt (.Values.global.numLocales | int) 1) -}}
+{{- $names = append $names (include "arkouda-common.fullname" (dict "ctx" . "component" "locale")) -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{- /*
+arkouda.nodewatchPods: the names of those StatefulSets' pods (their Role's resourceNames), as a YAML flow list.
+*/}}
+{{- define "arkouda.nodewatchPods" -}}
+{{- $pods := list -}}
+{{- $locale := include "arkouda-common.fullname" (dict "ctx" . "component" "locale") -}}
+{{- range $sts := splitList "," (include "arkouda.nodewatchStatefulSets" .) -}}
+{{- $count := ternary (sub ($.Values.global.numLocales | int) 1) 1 (eq $sts $locale) | int -}}
+{{- range $i := until $count -}}
+{{- $pods = append $pods (printf "%s-%d" $sts $i | quote) -}}
+{{- end -}}
+{{- end -}}
+[{{ join ", " $pods }}]
+{{- end -}}

@@ -1,0 +1,286 @@
+"""nodewatch: which pods count as stuck on a lost node, when they are force-deleted (fake clock), that the delete
+is tied to the stuck pod's uid, the NodeLost Event, the `nodewatch` command line, and the force delete and the new
+pod fields through the real client against the API server double."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+
+import pytest
+from apiserver_double import Answer, ApiServerDouble, serving
+from arkouda_bootstrap import cli
+from arkouda_bootstrap.errors import BootstrapError, UsageError
+from arkouda_bootstrap.kube import PodCondition, PodInfo, PodList, pod_from_json
+from arkouda_bootstrap.nodeloss import NodeWatchSettings, Reaper, node_lost_evidence, run_nodewatch, statefulset_of
+from arkouda_bootstrap.podwatch import ChunkEnded
+from fakes import END, FakeClock, FakeKube, make_pod
+from kubernetes import client
+from test_kube_models import wire
+
+SERVER, LOCALE = "rel-arkouda-server", "rel-arkouda-locale"
+SETTINGS = NodeWatchSettings(
+    namespace="ns",
+    selector="app.kubernetes.io/instance=rel",
+    statefulsets=(SERVER, LOCALE),
+    margin_seconds=10.0,
+    chunk_seconds=5,
+)
+
+# what the node controller leaves on a pod of a node that stopped reporting (only Ready flipped)
+NODE_CONTROLLER_MARK = (
+    PodCondition(type="Ready", status="False"),
+    PodCondition(type="ContainersReady", status="True"),
+)
+TAINT_MANAGER_MARK = (
+    PodCondition(type="Ready", status="False"),
+    PodCondition(type="ContainersReady", status="True"),
+    PodCondition(
+        type="DisruptionTarget",
+        status="True",
+        reason="DeletionByTaintManager",
+        message="Taint manager: deleting due to NoExecute taint",
+    ),
+)
+# what a live kubelet reports while it terminates a pod: both conditions False
+KUBELET_TERMINATING = (
+    PodCondition(type="Ready", status="False", reason="ContainersNotReady"),
+    PodCondition(type="ContainersReady", status="False", reason="ContainersNotReady"),
+)
+
+
+def stuck(name: str, *, conditions: tuple[PodCondition, ...] = TAINT_MANAGER_MARK, grace: int = 30) -> PodInfo:
+    return make_pod(
+        name, conditions=conditions, deleting=True, deletion_grace_seconds=grace, node_name="node-2", uid=f"old-{name}"
+    )
+
+
+def reaper_with(*pods: PodInfo, margin: float = 10.0) -> tuple[Reaper, FakeKube, FakeClock]:
+    kube, clock = FakeKube(pods={p.name: p for p in pods}), FakeClock()
+    reaper = Reaper(kube, NodeWatchSettings(**{**SETTINGS.__dict__, "margin_seconds": margin}), clock=clock)
+    reaper.observe(kube.list_pods(namespace="ns", selector=SETTINGS.selector))
+    return reaper, kube, clock
+
+
+def test_evidence_of_a_lost_node_is_the_taint_managers_or_the_node_controllers_mark() -> None:
+    assert "taint manager" in (node_lost_evidence(make_pod("p", conditions=TAINT_MANAGER_MARK)) or "")
+    assert "node controller" in (node_lost_evidence(make_pod("p", conditions=NODE_CONTROLLER_MARK)) or "")
+    assert node_lost_evidence(make_pod("p", conditions=KUBELET_TERMINATING)) is None
+    assert node_lost_evidence(make_pod("p", ready=True)) is None
+    # a DisruptionTarget of another cause (preemption, an eviction through the API) is no evidence
+    preempted = (
+        *KUBELET_TERMINATING,
+        PodCondition(type="DisruptionTarget", status="True", reason="PreemptionByScheduler"),
+    )
+    assert node_lost_evidence(make_pod("p", conditions=preempted)) is None
+
+
+def test_only_pods_of_the_named_statefulsets_count() -> None:
+    assert statefulset_of(f"{LOCALE}-0", SETTINGS.statefulsets) == LOCALE
+    assert statefulset_of(f"{LOCALE}-12", SETTINGS.statefulsets) == LOCALE
+    assert statefulset_of(f"{SERVER}-0", SETTINGS.statefulsets) == SERVER
+    for other in (f"{LOCALE}-01", f"{LOCALE}-x", f"{LOCALE}", "rel-arkouda-keygen-abcde", f"{SERVER}-r2-xyz12"):
+        assert statefulset_of(other, SETTINGS.statefulsets) is None, other
+
+
+def test_a_stuck_locale_is_force_deleted_by_uid_once_its_grace_and_the_margin_passed() -> None:
+    reaper, kube, clock = reaper_with(stuck(f"{LOCALE}-1", grace=30), make_pod(f"{LOCALE}-0"))
+    clock.advance(39.9)
+    assert reaper.reap_due() == []
+    assert ("force_delete_pod", f"{LOCALE}-1") not in kube.calls
+    clock.advance(0.1)
+    assert reaper.reap_due() == [f"{LOCALE}-1"]
+    assert f"{LOCALE}-1" not in kube.pods and f"{LOCALE}-0" in kube.pods
+    [event] = kube.created_events
+    assert (event.reason, event.type) == ("NodeLost", "Warning")
+    assert (event.pod.name, event.pod.uid) == (f"{LOCALE}-1", f"old-{LOCALE}-1")
+    assert "node node-2" in event.message and "taint manager" in event.message and "40s" in event.message
+    assert reaper.reap_due() == []  # once
+    assert kube.calls.count(("force_delete_pod", f"{LOCALE}-1")) == 1
+
+
+def test_the_server_pod_is_reaped_the_same_way_from_the_node_controllers_mark() -> None:
+    reaper, kube, clock = reaper_with(stuck(f"{SERVER}-0", conditions=NODE_CONTROLLER_MARK, grace=5), margin=3)
+    clock.advance(8)
+    assert reaper.reap_due() == [f"{SERVER}-0"]
+    assert "node controller" in kube.created_events[0].message
+
+
+def test_a_live_kubelets_termination_and_foreign_pods_are_never_forced() -> None:
+    reaper, kube, clock = reaper_with(
+        stuck(f"{LOCALE}-0", conditions=KUBELET_TERMINATING),
+        stuck("rel-arkouda-keygen-x1"),
+        make_pod(f"{LOCALE}-1", conditions=NODE_CONTROLLER_MARK),  # lost node, but not being deleted (yet)
+    )
+    clock.advance(3600)
+    assert reaper.reap_due() == []
+    assert not any(op == "force_delete_pod" for op, _ in kube.calls)
+    assert kube.created_events == []
+
+
+def test_the_clock_starts_when_the_deletion_is_seen_and_resets_for_a_new_pod() -> None:
+    reaper, kube, clock = reaper_with(make_pod(f"{LOCALE}-0", conditions=NODE_CONTROLLER_MARK, uid=f"old-{LOCALE}-0"))
+    clock.advance(100)  # NotReady for long, but nobody deleted it: not ours to force
+    reaper.observe(kube.event("MODIFIED", stuck(f"{LOCALE}-0")))
+    clock.advance(39)
+    assert reaper.reap_due() == []
+    # the kubelet came back and confirmed: DELETED; a new pod under the same name is fine and never touched
+    reaper.observe(kube.event("DELETED", stuck(f"{LOCALE}-0")))
+    reaper.observe(kube.event("ADDED", make_pod(f"{LOCALE}-0", uid="new")))
+    clock.advance(3600)
+    assert reaper.reap_due() == []
+    assert kube.created_events == []
+
+
+def test_a_replaced_pod_is_not_deleted_and_gets_no_event() -> None:
+    reaper, kube, clock = reaper_with(stuck(f"{LOCALE}-0"))
+    kube.pods[f"{LOCALE}-0"] = make_pod(f"{LOCALE}-0", uid="replacement")  # the watch has not told us yet
+    clock.advance(60)
+    assert reaper.reap_due() == []
+    assert kube.pods[f"{LOCALE}-0"].uid == "replacement"
+    assert kube.created_events == []
+    assert kube.calls.count(("force_delete_pod", f"{LOCALE}-0")) == 1
+
+
+def test_a_refused_delete_is_retried_at_the_next_check() -> None:
+    reaper, kube, clock = reaper_with(stuck(f"{LOCALE}-0"))
+    kube.fail_with["force_delete_pod"] = BootstrapError("missing RBAC: delete pods in namespace ns")
+    clock.advance(60)
+    assert reaper.reap_due() == []
+    del kube.fail_with["force_delete_pod"]
+    assert reaper.reap_due() == [f"{LOCALE}-0"]
+
+
+def test_a_relist_forgets_pods_that_are_gone() -> None:
+    reaper, _kube, clock = reaper_with(stuck(f"{LOCALE}-0"))
+    reaper.observe(PodList(pods=(), resource_version="200"))
+    clock.advance(60)
+    assert reaper.reap_due() == []
+    assert not reaper.due()
+
+
+def test_run_nodewatch_reaps_a_pod_that_gets_stuck_while_it_watches() -> None:
+    """The whole loop: list, watch chunks that end (no event comes from a dead node), the stuck locale forced
+    after grace + margin of the fake clock, then stopped."""
+    clock, stop = FakeClock(), threading.Event()
+    kube = FakeKube(pods={f"{LOCALE}-0": make_pod(f"{LOCALE}-0", uid=f"old-{LOCALE}-0")})
+    kube.script(kube.event("MODIFIED", stuck(f"{LOCALE}-0")), END)
+
+    def idle(seconds: int) -> None:
+        clock.advance(seconds)
+        if clock.now > 120 or kube.created_events:
+            stop.set()
+
+    kube.on_idle_watch = idle
+    assert run_nodewatch(kube, SETTINGS, clock=clock, stop=stop, sleep=clock.sleep) == 0
+    assert [e.reason for e in kube.created_events] == ["NodeLost"]
+    assert f"{LOCALE}-0" not in kube.pods
+    assert 40 <= clock.now <= 40 + SETTINGS.chunk_seconds + 1  # acted at the first check after grace + margin
+
+
+def test_run_nodewatch_ends_on_missing_rbac_and_retries_other_api_trouble() -> None:
+    kube = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
+    with pytest.raises(BootstrapError, match="missing RBAC: list pods"):
+        run_nodewatch(kube, SETTINGS, clock=FakeClock(), sleep=lambda _s: None)
+    stop, waits = threading.Event(), []
+    kube = FakeKube(fail_with={"list_pods": BootstrapError("cannot reach the Kubernetes API to list pods: refused")})
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        stop.set()
+
+    assert run_nodewatch(kube, SETTINGS, clock=FakeClock(), stop=stop, sleep=wait) == 0
+    assert waits == [5.0]
+
+
+def test_follow_items_other_than_pods_change_nothing() -> None:
+    reaper, _kube, clock = reaper_with(stuck(f"{LOCALE}-0"))
+    clock.advance(20)
+    reaper.observe(ChunkEnded(resource_version="9"))
+    clock.advance(20)
+    assert [p.name for p, _, _ in reaper.due()] == [f"{LOCALE}-0"]
+
+
+# -- command line ---------------------------------------------------------------------------------------------
+
+
+def settings_from(args: list[str], env: dict[str, str] | None = None) -> NodeWatchSettings:
+    parser = cli.build_parser()
+    ns = parser.parse_args(["nodewatch", *args])
+    values = cli.Values(ns, [*cli.COMMON, *cli.SUBCOMMANDS["nodewatch"][1]], env or {})
+    return cli.nodewatch_settings(values, namespace="ns")
+
+
+def test_nodewatch_flags_and_environment() -> None:
+    got = settings_from(
+        ["--statefulsets", f"{SERVER}, {LOCALE}"],
+        {"ARKOUDA_NODEWATCH_SELECTOR": "app.kubernetes.io/instance=rel", "ARKOUDA_NODEWATCH_MARGIN_SECONDS": "4"},
+    )
+    assert got.statefulsets == (SERVER, LOCALE)
+    assert got.selector == "app.kubernetes.io/instance=rel"
+    assert got.margin_seconds == 4.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--selector", "a=b"], "missing --statefulsets (ARKOUDA_NODEWATCH_STATEFULSETS)"),
+        (["--statefulsets", "Bad_Name", "--selector", "a=b"], "--statefulsets (ARKOUDA_NODEWATCH_STATEFULSETS)"),
+        (["--statefulsets", "s", "--selector", "nothing"], "--selector (ARKOUDA_NODEWATCH_SELECTOR)"),
+        (["--statefulsets", "s", "--selector", "a=b", "--margin-seconds", "-1"], "--margin-seconds"),
+    ],
+)
+def test_nodewatch_refuses_bad_values_naming_the_flag(args: list[str], message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        settings_from(args)
+
+
+# -- through the real client ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ApiServerDouble]:
+    with serving() as double:
+        yield double
+
+
+PODS = "/api/v1/namespaces/ns/pods"
+
+
+def test_force_delete_sends_grace_zero_with_the_uid_precondition(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer("DELETE", f"{PODS}/a", body={"kind": "Pod"}),
+        Answer("DELETE", f"{PODS}/b", status=409, body={"kind": "Status", "reason": "Conflict", "code": 409}),
+        Answer("DELETE", f"{PODS}/c", status=404, body={"kind": "Status", "reason": "NotFound", "code": 404}),
+        Answer("DELETE", f"{PODS}/d", status=403, body={"kind": "Status", "reason": "Forbidden", "code": 403}),
+    )
+    api = apiserver.api()
+    assert api.force_delete_pod(namespace="ns", name="a", uid="u-a") is True
+    assert api.force_delete_pod(namespace="ns", name="b", uid="u-b") is False  # the name is another pod's now
+    assert api.force_delete_pod(namespace="ns", name="c", uid="u-c") is False
+    with pytest.raises(BootstrapError, match="missing RBAC: delete pods in namespace ns"):
+        api.force_delete_pod(namespace="ns", name="d", uid="u-d")
+    body = apiserver.seen[0].body
+    assert body is not None
+    assert body["gracePeriodSeconds"] == 0 and body["preconditions"] == {"uid": "u-a"}
+    # the body is a valid DeleteOptions for the client's own model
+    options = client.ApiClient()._ApiClient__deserialize(body, "V1DeleteOptions")
+    assert options.preconditions.uid == "u-a" and options.grace_period_seconds == 0
+
+
+def test_pod_json_carries_its_node_and_deletion_grace() -> None:
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(
+            name="p",
+            namespace="ns",
+            uid="u",
+            deletion_timestamp=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+            deletion_grace_period_seconds=30,
+        ),
+        spec=client.V1PodSpec(node_name="node-2", containers=[client.V1Container(name="c")]),
+    )
+    info = pod_from_json(wire(pod))
+    assert (info.node_name, info.deletion_grace_seconds, info.deleting) == ("node-2", 30, True)
+    plain = pod_from_json(wire(client.V1Pod(metadata=client.V1ObjectMeta(name="q"))))
+    assert (plain.node_name, plain.deletion_grace_seconds, plain.deleting) == ("", None, False)
