@@ -165,3 +165,23 @@ def sshds() -> Iterator[list[LocaleSshd]]:
     yield started
     for s in started:
         s.stop()
+
+
+@pytest.fixture
+def loopback_sshd(
+    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
+) -> tuple[Path, int]:
+    """The test Secret mounted at shared_dir/secret and one real sshd started by `locale` from it as the test
+    user: it answers on the returned port for every loopback address, i.e. for all the "pods" or "nodes"."""
+    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
+    port = free_port()
+    sshds.append(
+        start_locale(
+            uid=test_user.pw_uid,
+            gid=test_user.pw_gid,
+            secret_dir=secret_dir,
+            state_dir=shared_dir / "locale-state",
+            port=port,
+        )
+    )
+    return secret_dir, port

@@ -5,6 +5,7 @@ exit-code propagation, lost-locale termination, Events, and an arbitrary uid wit
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pwd
@@ -67,7 +68,7 @@ def run_server_as(
     *,
     uid: int,
     gid: int,
-    api: FakeKube,
+    api: FakeKube | None = None,
     base: Path,
     secret_dir: Path,
     port: int,
@@ -75,6 +76,7 @@ def run_server_as(
     program_args: tuple[str, ...] = ("--ServerPort=5555",),
     env: dict[str, str] | None = None,
 ) -> tuple[int, str, list[dict[str, str]]]:
+    api = fake_cluster() if api is None else api
     state = base / "server-state"
     state.mkdir()
     os.chown(state, uid, gid)
@@ -135,38 +137,23 @@ def run_server_as(
     return code, log.read_text(), events
 
 
+ServerRun = functools.partial[tuple[int, str, list[dict[str, str]]]]
+
+
 @pytest.fixture
-def cluster(
-    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
-) -> tuple[Path, int]:
-    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
-    port = free_port()
-    # one real sshd answers for all three "pods" (127.0.0.1-3 on loopback); it runs what `locale` prepared
-    sshds.append(
-        start_locale(
-            uid=test_user.pw_uid,
-            gid=test_user.pw_gid,
-            secret_dir=secret_dir,
-            state_dir=shared_dir / "locale-state",
-            port=port,
-        )
+def run_server(test_user: pwd.struct_passwd, shared_dir: Path, loopback_sshd: tuple[Path, int]) -> ServerRun:
+    """run_server_as as the test user in the test's directory, with the Secret of the one real sshd that answers
+    for all three "pods" (127.0.0.1-3 on loopback) and fake_cluster(); a test passes its own api, Secret or port."""
+    secret_dir, port = loopback_sshd
+    return functools.partial(
+        run_server_as, uid=test_user.pw_uid, gid=test_user.pw_gid, base=shared_dir, secret_dir=secret_dir, port=port
     )
-    return secret_dir, port
 
 
 def test_server_launches_standin_over_real_ssh_as_non_root(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+    test_user: pwd.struct_passwd, shared_dir: Path, run_server: ServerRun
 ) -> None:
-    secret_dir, port = cluster
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=fake_cluster(),
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
-        env={"ARKBS_EXIT": "0"},
-    )
+    code, log, events = run_server(env={"ARKBS_EXIT": "0"})
     assert code == 0, log
     lines = log.splitlines()
     assert (
@@ -192,24 +179,15 @@ def test_server_launches_standin_over_real_ssh_as_non_root(
     assert "-nl 3" in events[1]["message"]
 
 
-def test_server_propagates_exit_code(test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]) -> None:
-    secret_dir, port = cluster
-    code, log, _ = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=fake_cluster(),
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
-        env={"ARKBS_EXIT": "5"},
-    )
+def test_server_propagates_exit_code(run_server: ServerRun) -> None:
+    code, log, _ = run_server(env={"ARKBS_EXIT": "5"})
     assert code == 5, log
 
 
 def test_server_writes_this_launchs_token_over_a_stale_one(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+    test_user: pwd.struct_passwd, shared_dir: Path, loopback_sshd: tuple[Path, int], run_server: ServerRun
 ) -> None:
-    secret_dir, port = cluster
+    secret_dir, _ = loopback_sshd
     with_token = shared_dir / "secret-with-token"
     write_secret_dir(with_token, {p.name: p.read_bytes() for p in secret_dir.iterdir()} | {keys.TOKEN: b"t0k3n-abc\n"})
     # Arkouda prefers <cwd>/.arkouda/tokens.txt over its environment: a file left by an earlier run must not win
@@ -218,60 +196,29 @@ def test_server_writes_this_launchs_token_over_a_stale_one(
     (stale / "tokens.txt").write_text("stale-token-of-an-earlier-run\n")
     for p in (stale.parent, stale, stale / "tokens.txt"):
         os.chown(p, test_user.pw_uid, test_user.pw_gid)
-    code, log, _ = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=fake_cluster(),
-        base=shared_dir,
-        secret_dir=with_token,
-        port=port,
-        program_args=("--ServerPort=5555", "--authenticate=true"),
-    )
+    code, log, _ = run_server(secret_dir=with_token, program_args=("--ServerPort=5555", "--authenticate=true"))
     assert code == 0, log
     tokens = stale / "tokens.txt"
     assert tokens.read_text() == "t0k3n-abc\n"  # the Secret's token without its line end, as the only line
     assert tokens.stat().st_mode & 0o777 == 0o600
 
 
-def test_server_refuses_a_work_dir_it_cannot_write(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
-) -> None:
-    secret_dir, port = cluster
+def test_server_refuses_a_work_dir_it_cannot_write(shared_dir: Path, run_server: ServerRun) -> None:
     readonly = shared_dir / "readonly-work"
     readonly.mkdir()
     readonly.chmod(0o555)
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=fake_cluster(),
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
-        env={"ARKOUDA_WORK_DIR": str(readonly)},
-    )
+    code, log, events = run_server(env={"ARKOUDA_WORK_DIR": str(readonly)})
     assert code == 1, log
     assert f"working directory {readonly} (--work-dir, ARKOUDA_WORK_DIR) is not writable by uid" in log
     assert [e["reason"] for e in events] == ["LocalesReady", "WorkDirUnusable"]
     assert not (shared_dir / "out" / "ran").exists()  # nothing was launched
 
 
-def test_server_terminates_program_when_a_locale_is_lost(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
-) -> None:
-    secret_dir, port = cluster
+def test_server_terminates_program_when_a_locale_is_lost(run_server: ServerRun) -> None:
     api = fake_cluster()
     # after discovery has returned, the monitor sees locale-1 deleted
     api.script(api.event("DELETED", make_pod("r-arkouda-locale-1", ip="127.0.0.3")))
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=api,
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
-        extra_argv=["--max-relaunches", "0"],
-        env={"ARKBS_SLEEP": "60"},
-    )
+    code, log, events = run_server(api=api, extra_argv=["--max-relaunches", "0"], env={"ARKBS_SLEEP": "60"})
     assert code == 4, log
     assert "arkouda-bootstrap: error: locale pod r-arkouda-locale-1 was deleted; stopped the program" in log
     assert "0 relaunches in a row already (--max-relaunches, server.maxRelaunches)" in log
@@ -280,9 +227,8 @@ def test_server_terminates_program_when_a_locale_is_lost(
 
 
 def test_server_relaunches_in_place_when_the_lost_locale_is_back(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
+    test_user: pwd.struct_passwd, shared_dir: Path, run_server: ServerRun
 ) -> None:
-    secret_dir, port = cluster
     api = fake_cluster()
     api.script(
         # once the first run has reached every host and sleeps, its monitor sees locale-1 deleted
@@ -291,13 +237,8 @@ def test_server_relaunches_in_place_when_the_lost_locale_is_back(
         # seen by the second discovery: the StatefulSet's replacement is Ready
         api.event("ADDED", make_pod("r-arkouda-locale-1", ip="127.0.0.3", uid="second")),
     )
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
+    code, log, events = run_server(
         api=api,
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
         env={"ARKBS_SLEEP": "60"},  # the first run waits to be stopped, the relaunched one exits 0
     )
     assert code == 0, log
@@ -316,19 +257,9 @@ def test_server_relaunches_in_place_when_the_lost_locale_is_back(
     assert sorted(ran) == sorted(expected), "\n".join([*ran, log])
 
 
-def test_server_probe_failure_names_host_and_pod(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
-) -> None:
-    _, port = cluster
+def test_server_probe_failure_names_host_and_pod(shared_dir: Path, run_server: ServerRun) -> None:
     other = write_secret_dir(shared_dir / "other-secret", keys.build_secret_data(release="other", with_token=False))
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=fake_cluster(),
-        base=shared_dir,
-        secret_dir=other,
-        port=port,
-    )
+    code, log, events = run_server(secret_dir=other)
     assert code == 1, log
     error = [line for line in log.splitlines() if line.startswith("arkouda-bootstrap: error:")]
     assert len(error) == 1
@@ -343,22 +274,16 @@ def test_server_probe_failure_names_host_and_pod(
 
 
 def test_server_probe_of_pods_not_reloaded_onto_rotated_keys_waits_until_the_deadline_and_says_so(
-    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], cluster: tuple[Path, int]
+    shared_dir: Path, secret_data: dict[str, bytes], run_server: ServerRun
 ) -> None:
     """The server mounts the rotated Secret (new host key, the old one in retired_host_keys, as keygen writes it)
     while the locales' sshd keeps serving the old key: waited for until the wait deadline, then named."""
-    _, port = cluster
     rotated = keys.build_secret_data(release="t", with_token=False)
     rotated.update({f: secret_data[f] for f in (keys.CLIENT_KEY, keys.CLIENT_PUB, keys.AUTHORIZED_KEYS)})
     rotated[keys.RETIRED_HOST_KEYS] = keys.retire_host_key(secret_data)
     t0 = time.monotonic()
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=fake_cluster(),
-        base=shared_dir,
+    code, log, events = run_server(
         secret_dir=write_secret_dir(shared_dir / "rotated-secret", rotated),
-        port=port,
         extra_argv=["--timeout", "5"],
     )
     assert code == 1, log
@@ -375,59 +300,25 @@ def test_server_probe_of_pods_not_reloaded_onto_rotated_keys_waits_until_the_dea
     assert reasons[-1] == "ProbeFailed"
 
 
-def test_server_prewarm_reuses_masters_and_closes_them(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
-) -> None:
-    secret_dir, port = cluster
-    code, log, _ = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=fake_cluster(),
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
-        extra_argv=["--prewarm"],
-        env={"ARKBS_CHECK_MASTER": "1"},
-    )
+def test_server_prewarm_reuses_masters_and_closes_them(shared_dir: Path, run_server: ServerRun) -> None:
+    code, log, _ = run_server(extra_argv=["--prewarm"], env={"ARKBS_CHECK_MASTER": "1"})
     assert code == 0, log
     assert (shared_dir / "out" / "ran.master").read_text().count("Master running") == 3
     assert list((shared_dir / "server-state" / "cm").iterdir()) == []  # masters closed after the program exited
 
 
-def test_server_no_supervise_execs_the_program(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
-) -> None:
-    secret_dir, port = cluster
-    code, log, _ = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=fake_cluster(),
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
-        extra_argv=["--no-supervise"],
-        env={"ARKBS_EXIT": "6"},
-    )
+def test_server_no_supervise_execs_the_program(shared_dir: Path, run_server: ServerRun) -> None:
+    code, log, _ = run_server(extra_argv=["--no-supervise"], env={"ARKBS_EXIT": "6"})
     assert code == 6, log  # the exec'ed stand-in's own status: the bootstrap is gone
     assert len((shared_dir / "out" / "ran").read_text().splitlines()) == 3
 
 
-def test_server_fails_fast_on_a_broken_secret(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
-) -> None:
-    _, port = cluster
+def test_server_fails_fast_on_a_broken_secret(shared_dir: Path, run_server: ServerRun) -> None:
     broken = keys.build_secret_data(release="b", with_token=False)
     del broken[keys.AUTHORIZED_KEYS]
     secret_dir = write_secret_dir(shared_dir / "broken-secret", broken)
     api = FakeKube()  # no locale pods at all: a wait would time out; the Secret error must come first
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=api,
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
-    )
+    code, log, events = run_server(api=api, secret_dir=secret_dir)
     assert code == 1, log
     assert (
         f"arkouda-bootstrap: error: SSH Secret mounted at {secret_dir}: field authorized_keys: missing or empty" in log
@@ -439,14 +330,9 @@ def test_server_fails_fast_on_a_broken_secret(
     assert "field authorized_keys: missing or empty" in events[0]["message"]
 
 
-def test_server_names_missing_rbac_in_an_event(
-    test_user: pwd.struct_passwd, shared_dir: Path, cluster: tuple[Path, int]
-) -> None:
-    secret_dir, port = cluster
+def test_server_names_missing_rbac_in_an_event(run_server: ServerRun) -> None:
     api = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid, gid=test_user.pw_gid, api=api, base=shared_dir, secret_dir=secret_dir, port=port
-    )
+    code, log, events = run_server(api=api)
     assert code == 1, log
     assert "arkouda-bootstrap: error: missing RBAC: list pods in namespace ns" in log
     assert [(e["reason"], e["message"]) for e in events] == [("RbacMissing", "missing RBAC: list pods in namespace ns")]
@@ -506,7 +392,6 @@ def test_arbitrary_uid_without_passwd_entry(
     code, log, _ = run_server_as(
         uid=ARBITRARY_UID,
         gid=0,
-        api=fake_cluster(),
         base=shared_dir,
         secret_dir=secret_dir,
         port=port,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from apiserver_double import TOKEN, Answer, ApiServerDouble, serving
 from arkouda_bootstrap import cli, keys
-from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
+from conftest import free_port
 from privdrop import spawn_as, wait_exit
 from test_server_flow import STANDIN
 
@@ -150,19 +150,11 @@ class Job:
 
 
 @pytest.fixture
-def job(test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]) -> Job:
-    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
-    port = free_port()
+def job(
+    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], loopback_sshd: tuple[Path, int]
+) -> Job:
     # one real sshd answers for the three "nodes"; the job's user logs in with the key in its own ~/.ssh
-    sshds.append(
-        start_locale(
-            uid=test_user.pw_uid,
-            gid=test_user.pw_gid,
-            secret_dir=secret_dir,
-            state_dir=shared_dir / "locale-state",
-            port=port,
-        )
-    )
+    _, port = loopback_sshd
     return Job(base=shared_dir, user=test_user, secret=secret_data, port=port)
 
 
