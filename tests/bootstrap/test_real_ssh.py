@@ -9,6 +9,7 @@ import pwd
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +33,25 @@ def client_key(data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
     return ssh.load_client_key(path)
 
 
-def probe_locale_0(sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path) -> None:
-    """The server's probe (paramiko, pinned host key, bounded retries) of one sshd as locale 0."""
+def probe_pods(
+    sshd: LocaleSshd,
+    secret_data: dict[str, bytes],
+    tmp_path: Path,
+    *,
+    pods: Sequence[str] = ("arkouda-locale-0",),
+    client: dict[str, bytes] | None = None,
+    pinned: keys.PublicKey | None = None,
+    retired: Sequence[keys.PublicKey] = (),
+) -> None:
+    """The server's probe (paramiko, bounded retries) of `pods`, all answered by `sshd` on 127.0.0.1, pinning
+    `pinned` (default: secret_data's host key) and logging in with `client`'s client key (default: secret_data's)."""
     ssh.probe_all(
-        [ssh.Host("127.0.0.1", "arkouda-locale-0")],
+        [ssh.Host("127.0.0.1", pod) for pod in pods],
         port=sshd.port,
         user=sshd.user,
-        client_key=client_key(secret_data, tmp_path),
-        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+        client_key=client_key(client or secret_data, tmp_path),
+        pinned=pinned or keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+        retired=retired,
         timeout=5,
         policy=FAST,
     )
@@ -52,7 +64,8 @@ def start_tuned_locale(
     sshds: list[LocaleSshd],
     *extra_args: str,
 ) -> LocaleSshd:
-    """A real unprivileged sshd started by `locale` with extra flags (kex/cipher limits), stopped at teardown."""
+    """A real unprivileged sshd started by `locale` (with extra flags such as kex/cipher limits), stopped at
+    teardown."""
     sshd = start_locale(
         uid=test_user.pw_uid,
         gid=test_user.pw_gid,
@@ -96,16 +109,7 @@ class BackgroundProbe:
 def locale_sshd(
     test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
 ) -> LocaleSshd:
-    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
-    sshd = start_locale(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        secret_dir=secret_dir,
-        state_dir=shared_dir / "state",
-        port=free_port(),
-    )
-    sshds.append(sshd)
-    return sshd
+    return start_tuned_locale(test_user, shared_dir, secret_data, sshds)
 
 
 def test_locale_writes_strict_sshd_config_accepted_by_sshd_t(locale_sshd: LocaleSshd) -> None:
@@ -154,16 +158,7 @@ def test_probe_succeeds_with_pinned_key(
     locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
-    pinned = keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode())
-    ssh.probe_all(
-        [ssh.Host("127.0.0.1", "arkouda-locale-0"), ssh.Host("127.0.0.1", "arkouda-locale-1")],
-        port=locale_sshd.port,
-        user=locale_sshd.user,
-        client_key=client_key(secret_data, tmp_path),
-        pinned=pinned,
-        timeout=5,
-        policy=FAST,
-    )
+    probe_pods(locale_sshd, secret_data, tmp_path, pods=("arkouda-locale-0", "arkouda-locale-1"))
     assert "attempt 1/3" in caplog.text
     assert "all 2 hosts answered" in caplog.text
 
@@ -185,16 +180,7 @@ def test_probe_of_a_pod_serving_a_foreign_host_key_is_fatal_and_not_retried(
     pinned, _ = rotated(secret_data)
     older = keys.parse_public_key(keys.generate_ed25519(comment="older").public_openssh, what="older")
     with pytest.raises(BootstrapError) as err:
-        ssh.probe_all(
-            [ssh.Host("127.0.0.1", "arkouda-locale-3")],
-            port=locale_sshd.port,
-            user=locale_sshd.user,
-            client_key=client_key(secret_data, tmp_path),
-            pinned=pinned,
-            retired=[older],
-            timeout=5,
-            policy=FAST,
-        )
+        probe_pods(locale_sshd, secret_data, tmp_path, pods=("arkouda-locale-3",), pinned=pinned, retired=[older])
     assert str(err.value) == (
         "ssh probe failed: pod arkouda-locale-3 (127.0.0.1) presented a host key this release never had: "
         "a different Secret is mounted there, or something else answers on that address"
@@ -211,16 +197,7 @@ def test_probe_of_a_pod_serving_a_retired_host_key_says_it_has_not_reloaded_and_
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
     pinned, retired = rotated(secret_data)
     with pytest.raises(BootstrapError) as err:
-        ssh.probe_all(
-            [ssh.Host("127.0.0.1", "arkouda-locale-2")],
-            port=locale_sshd.port,
-            user=locale_sshd.user,
-            client_key=client_key(secret_data, tmp_path),
-            pinned=pinned,
-            retired=retired,
-            timeout=5,
-            policy=FAST,
-        )
+        probe_pods(locale_sshd, secret_data, tmp_path, pods=("arkouda-locale-2",), pinned=pinned, retired=retired)
     assert str(err.value) == (
         "ssh probe failed: pod arkouda-locale-2 (127.0.0.1) serves an older host key of this release: "
         "the keys were rotated and this pod has not reloaded them yet"
@@ -283,15 +260,7 @@ def test_probe_wrong_client_key_is_fatal(
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
     wrong = keys.build_secret_data(release="other", with_token=False)
     with pytest.raises(BootstrapError) as err:
-        ssh.probe_all(
-            [ssh.Host("127.0.0.1", "arkouda-locale-0")],
-            port=locale_sshd.port,
-            user=locale_sshd.user,
-            client_key=client_key(wrong, tmp_path),
-            pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
-            timeout=5,
-            policy=FAST,
-        )
+        probe_pods(locale_sshd, secret_data, tmp_path, client=wrong)
     assert "authentication" in str(err.value)
     assert "arkouda-locale-0" in str(err.value)
     assert "attempt 2/3" not in caplog.text
@@ -450,7 +419,7 @@ def test_overridden_kex_is_used_by_ssh_and_probe_still_works(
     )
     assert result.returncode == 0, result.stderr
     assert "kex: algorithm: sntrup761x25519-sha512@openssh.com" in result.stderr
-    probe_locale_0(sshd, secret_data, tmp_path)
+    probe_pods(sshd, secret_data, tmp_path)
 
 
 def test_probe_without_common_kex_is_fatal_with_advice(
@@ -466,7 +435,7 @@ def test_probe_without_common_kex_is_fatal_with_advice(
         test_user, shared_dir, secret_data, sshds, "--kex-algorithms", "sntrup761x25519-sha512@openssh.com"
     )
     with pytest.raises(BootstrapError, match="global.sshKexAlgorithms"):
-        probe_locale_0(sshd, secret_data, tmp_path)
+        probe_pods(sshd, secret_data, tmp_path)
     assert "attempt 2/3" not in caplog.text
 
 
@@ -481,7 +450,7 @@ def test_probe_succeeds_with_each_cipher_the_sshd_is_limited_to(
 ) -> None:
     sshd = start_tuned_locale(test_user, shared_dir, secret_data, sshds, "--ciphers", cipher)
     assert f"Ciphers {cipher}\n" in (sshd.state_dir / "sshd_config").read_text()
-    probe_locale_0(sshd, secret_data, tmp_path)
+    probe_pods(sshd, secret_data, tmp_path)
 
 
 def test_probe_of_an_sshd_limited_to_chacha20_names_the_values_keys(
@@ -496,7 +465,7 @@ def test_probe_of_an_sshd_limited_to_chacha20_names_the_values_keys(
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
     sshd = start_tuned_locale(test_user, shared_dir, secret_data, sshds, "--ciphers", "chacha20-poly1305@openssh.com")
     with pytest.raises(BootstrapError) as err:
-        probe_locale_0(sshd, secret_data, tmp_path)
+        probe_pods(sshd, secret_data, tmp_path)
     message = str(err.value)
     assert message.startswith("ssh probe failed: pod arkouda-locale-0 (127.0.0.1): ")
     assert "cipher" in message
