@@ -16,20 +16,12 @@ import pytest
 from arkouda_bootstrap import keys, ssh, sshprobe
 from arkouda_bootstrap.errors import BootstrapError
 from conftest import LocaleSshd, free_port, start_locale, write_kubelet_secret
-from test_server_flow import fake_cluster, run_server_as
+from test_key_lifecycle import RELEASE_ID, release_secret
+from test_server_flow import run_server_as
 
 pytestmark = pytest.mark.sshd
 
-RELEASE_ID = keys.release_id(namespace="ns", release="r")
 FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
-
-
-def release_secret(*, rotated_from: dict[str, bytes] | None = None) -> dict[str, bytes]:
-    data = keys.build_secret_data(release="r", with_token=False)
-    data[keys.RELEASE_ID] = RELEASE_ID.encode()
-    if rotated_from is not None:
-        data[keys.RETIRED_HOST_KEYS] = keys.retire_host_key(rotated_from)
-    return data
 
 
 def client_key(data: dict[str, bytes], path: Path) -> paramiko.PKey:
@@ -234,7 +226,6 @@ def test_server_waits_for_the_locales_to_reload_and_launches(
     code, log, events = run_server_as(
         uid=test_user.pw_uid,
         gid=test_user.pw_gid,
-        api=fake_cluster(),
         base=shared_dir,
         secret_dir=server_volume,
         port=sshd.port,
