@@ -22,6 +22,14 @@ from privdrop import spawn_as
 TEST_USER = "arkbs-test"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts a real sshd gets the `sshd` marker from the fixtures that do it (the test user or the
+    sshds it collects), so the marker cannot go stale: `-m "not sshd"` runs what needs neither root nor OpenSSH."""
+    for item in items:
+        if {"test_user", "sshds"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.sshd)
+
+
 @pytest.fixture
 def secret_data() -> dict[str, bytes]:
     return keys.build_secret_data(release="t", with_token=False)

@@ -19,8 +19,6 @@ from conftest import LocaleSshd, free_port, start_locale, write_kubelet_secret
 from test_key_lifecycle import RELEASE_ID, release_secret
 from test_server_flow import run_server_as
 
-pytestmark = pytest.mark.sshd
-
 FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
 
 

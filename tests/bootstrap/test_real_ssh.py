@@ -21,8 +21,6 @@ from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.sshd import KeyPaths
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
 
-pytestmark = pytest.mark.sshd
-
 FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
 
 

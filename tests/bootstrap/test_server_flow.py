@@ -21,8 +21,6 @@ from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
 from fakes import FakeKube, Gate, make_pod
 from privdrop import spawn_as, wait_exit
 
-pytestmark = pytest.mark.sshd
-
 # Test double of amudprun: `-nl N` last, ssh into the first N hosts of SSH_SERVERS the way AMUDP's spawner
 # builds the command (`<ssh_cmd> -o 'StrictHostKeyChecking no' -o 'FallBackToRsh no' <ssh_options> <host> …`):
 # our wrapper's options must still win and pin the host key.

@@ -25,8 +25,6 @@ from conftest import free_port
 from privdrop import spawn_as, wait_exit
 from test_server_flow import STANDIN
 
-pytestmark = pytest.mark.sshd
-
 # The child runs as the test user, who cannot read the venv under /root: what the Slurm path and
 # --register-service load must already be imported here (privdrop.preimport covers the pod path).
 for _module in (
