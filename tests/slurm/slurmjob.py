@@ -15,6 +15,7 @@ import logging
 import os
 import pwd
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -259,5 +260,9 @@ def arkouda_job(
                 run(["scancel", job.job_id], env=site.env())
                 job.wait_finished()
             log.info("job %s output:\n%s", job.job_id, job.text())
+            if job.job_id:
+                # the script's node-local copy of the binaries (a site with job_container/tmpfs drops it with the
+                # job); job ids start again at 1 on a new Slurm, so another run's copy would be in the way
+                shutil.rmtree(f"/tmp/arkouda-{job.job_id}", ignore_errors=True)
     finally:
         sshd.stop()
