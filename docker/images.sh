@@ -5,7 +5,9 @@
 #   images.sh wheel                the bootstrap wheel into $IMAGES_WHEEL_DIR (rebuilt when bootstrap/ changes)
 #   images.sh gasnet               GASNet-EX udp conduit + amudprun ("gasnet" stage of docker/arkouda/Dockerfile)
 #                                  as $IMAGE_PREFIX/gasnet-udp:$GASNET_VERSION, from the checked GASNET_ARCHIVE
-#   images.sh build NAME           NAME = arkouda | mpi: buildah bud of docker/NAME/Dockerfile
+#   images.sh runtime              the runtime base both images start from (docker/runtime/Dockerfile: user
+#                                  arkouda, sshd, tini, the bootstrap) as $IMAGE_PREFIX/runtime:$IMAGE_TAG
+#   images.sh build NAME           NAME = arkouda | mpi: buildah bud of docker/NAME/Dockerfile (runtime first)
 #   images.sh archive NAME         docker-archive of the image under $CACHE_DIR/images/ for `ctr images import`
 #
 # Every step is cached: an image carries the hash of everything it was built from in the label
@@ -32,6 +34,7 @@ GASNET_SHA256=${GASNET_SHA256:-$(pinned GASNET_SHA256)}
 GASNET_ARCHIVE=${GASNET_ARCHIVE:-$REPO_ROOT/../shared/vendor/gasnet/GASNet-$GASNET_VERSION.tar.gz}
 GASNET_STAGED=$REPO_ROOT/_out/images/gasnet/GASNet-$GASNET_VERSION.tar.gz  # in the build context
 GASNET_IMAGE=$IMAGE_PREFIX/gasnet-udp:$GASNET_VERSION
+RUNTIME_IMAGE=$IMAGE_PREFIX/runtime:$IMAGE_TAG
 
 log() { echo "images: $*"; }
 die() { echo "images: $*" >&2; exit 1; }
@@ -48,6 +51,53 @@ hash_inputs() {
 
 image_label() {
   buildah inspect --type image --format "{{ index .OCIv1.Config.Labels \"$LABEL\" }}" "$1" 2>/dev/null || true
+}
+
+image_id() {
+  buildah inspect --type image --format '{{ .FromImageID }}' "$1" 2>/dev/null
+}
+
+base_image_id() {
+  image_id "$IMAGE_BASE" || die "base image $IMAGE_BASE not found; run 'make images' (it builds it) or set IMAGE_BASE"
+}
+
+require_wheel() {
+  compgen -G "$IMAGES_WHEEL_DIR/arkouda_bootstrap-*.whl" >/dev/null \
+    || die "no bootstrap wheel in $IMAGES_WHEEL_DIR; run 'make images'"
+}
+
+# Where PyPI is reached through a TLS-inspecting proxy, pip in the build needs the host's CA bundle: pass
+# it as the build secret pip-ca (mounted for the pip steps only; not part of the image or its inputs hash).
+pip_ca=${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}
+PIP_CA_SECRET=()
+[ -z "$pip_ca" ] || [ ! -s "$pip_ca" ] || PIP_CA_SECRET=(--secret "id=pip-ca,src=$pip_ca")
+
+# build_cached IMAGE INPUTS LOGNAME FORMAT DOCKERFILE BUD-ARGS...: buildah bud of IMAGE labelled with the hash
+# of its INPUTS, skipped when the image already carries that hash. On failure: the log's tail and one line.
+build_cached() {
+  local image=$1 inputs=$2 name=$3 format=$4 dockerfile=$5 t0=$SECONDS logf
+  shift 5
+  if [ "$(image_label "$image")" = "$inputs" ]; then
+    log "$image is up to date (inputs $inputs); skipping"
+    return
+  fi
+  log "building $image (inputs $inputs)"
+  mkdir -p "$REPO_ROOT/_out/images"
+  logf=$REPO_ROOT/_out/images/build-$name.log
+  if ! buildah bud --layers --force-rm --isolation chroot --network host --format "$format" \
+        --label "$LABEL=$inputs" "$@" -f "$dockerfile" -t "$image" "$REPO_ROOT" >"$logf" 2>&1; then
+    tail -n 30 "$logf" >&2
+    die "buildah bud of $image failed (full log: $logf)"
+  fi
+  # When every step is cached, buildah (1.28) hands back the cached image with the label of the build that made
+  # it: write this build's inputs hash, or the next run would rebuild it again.
+  if [ "$(image_label "$image")" != "$inputs" ]; then
+    local ctr
+    ctr=$(buildah from --pull-never "$image")
+    buildah config --label "$LABEL=$inputs" "$ctr"
+    buildah commit --quiet --rm --format "$format" "$ctr" "$image" >/dev/null
+  fi
+  log "phase build $name: $image built in $((SECONDS - t0))s (log: $logf)"
 }
 
 cmd_base() {
@@ -112,11 +162,10 @@ stage_gasnet_archive() {
 # The "gasnet" stage as its own image, rebuilt only when its inputs change: the archive's checksum, the stage's
 # text in the Dockerfile, the base image and the build args. The Arkouda image then starts from it.
 cmd_gasnet() {
-  local t0=$SECONDS dockerfile=$REPO_ROOT/docker/arkouda/Dockerfile base_id inputs have logf
+  local dockerfile=$REPO_ROOT/docker/arkouda/Dockerfile base_id inputs
   local -a args
   stage_gasnet_archive
-  base_id=$(buildah inspect --type image --format '{{ .FromImageID }}' "$IMAGE_BASE" 2>/dev/null) \
-    || die "base image $IMAGE_BASE not found; run 'make images' (it builds it) or set IMAGE_BASE"
+  base_id=$(base_image_id)
   args=(--build-arg "BASE_IMAGE=$IMAGE_BASE" --build-arg "GASNET_VERSION=$GASNET_VERSION"
         --build-arg "GASNET_SHA256=$GASNET_SHA256"
         --build-arg "GASNET_ARCHIVE=${GASNET_STAGED#"$REPO_ROOT"/}" --target gasnet)
@@ -124,81 +173,60 @@ cmd_gasnet() {
   args+=(${EXTRA_BUILD_ARGS:-})
   inputs=$( { awk '/^FROM .* AS gasnet$/ {on=1} /^FROM / && !/ AS gasnet$/ {on=0} on' "$dockerfile"
               grep '^ARG ' "$dockerfile"; echo "$base_id ${args[*]}"; } | sha256sum | cut -c1-16)
-  have=$(image_label "$GASNET_IMAGE")
-  if [ "$have" = "$inputs" ]; then
-    log "$GASNET_IMAGE is up to date (inputs $inputs); skipping"
-    return
-  fi
-  log "building $GASNET_IMAGE (inputs $inputs; GASNet-EX $GASNET_VERSION, about 3 minutes on 2 cores)"
-  logf=$REPO_ROOT/_out/images/build-gasnet.log
-  if ! buildah bud --layers --force-rm --isolation chroot --network host --format oci \
-        --label "$LABEL=$inputs" "${args[@]}" -f "$dockerfile" -t "$GASNET_IMAGE" "$REPO_ROOT" >"$logf" 2>&1; then
-    tail -n 30 "$logf" >&2
-    die "buildah bud of $GASNET_IMAGE failed (full log: $logf)"
-  fi
-  log "phase build gasnet: $GASNET_IMAGE built in $((SECONDS - t0))s (log: $logf)"
+  # GASNet-EX's build takes about 3 minutes on 2 cores when it runs.
+  build_cached "$GASNET_IMAGE" "$inputs" gasnet oci "$dockerfile" "${args[@]}"
+}
+
+# The runtime base: everything the two images promise alike (user, sshd, tini, the bootstrap as entrypoint).
+# The wheel's own bytes change on every rebuild (zip timestamps); its source hash (.src-hash) does not, so the
+# inputs take the hash of the sources instead of the .whl.
+cmd_runtime() {
+  local base_id inputs
+  local -a args
+  require_wheel
+  base_id=$(base_image_id)
+  args=(--build-arg "BASE_IMAGE=$IMAGE_BASE" --build-arg "BOOTSTRAP_WHEEL_DIR=${IMAGES_WHEEL_DIR#"$REPO_ROOT"/}")
+  # shellcheck disable=SC2206 # EXTRA_BUILD_ARGS is a word list on purpose
+  args+=(${EXTRA_BUILD_ARGS:-})
+  inputs=$( { hash_inputs "$REPO_ROOT/docker/runtime" "$REPO_ROOT/requirements-dev.txt"
+              cat "$IMAGES_WHEEL_DIR/.src-hash"; echo "$base_id ${args[*]}"; } | sha256sum | cut -c1-16)
+  build_cached "$RUNTIME_IMAGE" "$inputs" runtime oci "$REPO_ROOT/docker/runtime/Dockerfile" \
+    "${args[@]}" "${PIP_CA_SECRET[@]}"
 }
 
 cmd_build() {
-  local name=${1:?build NAME} t0=$SECONDS image dockerfile base_id inputs have gasnet_id=
-  local -a args inputs_paths
+  local name=${1:?build NAME} image dockerfile base_id runtime_id inputs gasnet_id="" format=oci
+  local -a args
   image=$IMAGE_PREFIX/$name:$IMAGE_TAG
   dockerfile=$REPO_ROOT/docker/$name/Dockerfile
   [ -f "$dockerfile" ] || die "no Dockerfile for image '$name' at $dockerfile"
-  compgen -G "$IMAGES_WHEEL_DIR/arkouda_bootstrap-*.whl" >/dev/null || die "no bootstrap wheel in $IMAGES_WHEEL_DIR; run 'make images'"
-  base_id=$(buildah inspect --type image --format '{{ .FromImageID }}' "$IMAGE_BASE" 2>/dev/null) \
-    || die "base image $IMAGE_BASE not found; run 'make images' (it builds it) or set IMAGE_BASE"
-
-  args=(--build-arg "BASE_IMAGE=$IMAGE_BASE"
-        --build-arg "BOOTSTRAP_WHEEL_DIR=${IMAGES_WHEEL_DIR#"$REPO_ROOT"/}")
-  inputs_paths=("$REPO_ROOT/docker/$name" "$REPO_ROOT/docker/common" "$REPO_ROOT/requirements-dev.txt" "$IMAGES_WHEEL_DIR")
-  local format=oci
+  base_id=$(base_image_id)
+  cmd_runtime
+  runtime_id=$(image_id "$RUNTIME_IMAGE")
+  args=(--build-arg "BASE_IMAGE=$IMAGE_BASE" --build-arg "RUNTIME_IMAGE=$RUNTIME_IMAGE" --target runtime)
   case $name in
     arkouda)
       cmd_gasnet
-      gasnet_id=$(buildah inspect --type image --format '{{ .FromImageID }}' "$GASNET_IMAGE")
-      args+=(--build-arg "SERVER_STAGE=$ARKOUDA_SERVER_STAGE" --target runtime
+      gasnet_id=$(image_id "$GASNET_IMAGE")
+      args+=(--build-arg "SERVER_STAGE=$ARKOUDA_SERVER_STAGE"
              --build-arg "GASNET_IMAGE=$GASNET_IMAGE" --build-arg "GASNET_VERSION=$GASNET_VERSION"
              --build-arg "GASNET_SHA256=$GASNET_SHA256"
              --build-arg "GASNET_ARCHIVE=${GASNET_STAGED#"$REPO_ROOT"/}")
       # the chapel/arkouda stages use SHELL (pipefail), which buildah applies only to docker-format images
       [ "$ARKOUDA_SERVER_STAGE" = standin ] || format=docker
       ;;
-    mpi) args+=(--target runtime) ;;
   esac
-  # Where PyPI is reached through a TLS-inspecting proxy, pip in the build needs the host's CA bundle: pass
-  # it as the build secret pip-ca (mounted for the pip steps only; not part of the image or its inputs hash).
-  local -a secret=()
-  local pip_ca=${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}
-  [ -z "$pip_ca" ] || [ ! -s "$pip_ca" ] || secret=(--secret "id=pip-ca,src=$pip_ca")
   # shellcheck disable=SC2206 # EXTRA_BUILD_ARGS is a word list on purpose
   args+=(${EXTRA_BUILD_ARGS:-})
-  # The wheel's own bytes change on every rebuild (zip timestamps); its source hash (.src-hash) does not,
-  # so hash the directory without the .whl.
-  inputs=$( { hash_inputs "${inputs_paths[@]:0:3}"; cat "$IMAGES_WHEEL_DIR/.src-hash"; echo "$base_id $gasnet_id ${args[*]}"; } \
+  inputs=$( { hash_inputs "$REPO_ROOT/docker/$name"; echo "$base_id $runtime_id $gasnet_id ${args[*]}"; } \
             | sha256sum | cut -c1-16)
-  have=$(image_label "$image")
-  if [ "$have" = "$inputs" ]; then
-    log "$image is up to date (inputs $inputs); skipping"
-    return
-  fi
-  log "building $image (inputs $inputs)"
-  mkdir -p "$REPO_ROOT/_out/images"
-  local logf=$REPO_ROOT/_out/images/build-$name.log
-  if ! buildah bud --layers --force-rm --isolation chroot --network host --format "$format" \
-        --label "$LABEL=$inputs" "${args[@]}" "${secret[@]}" -f "$dockerfile" -t "$image" "$REPO_ROOT" \
-        >"$logf" 2>&1; then
-    tail -n 30 "$logf" >&2
-    die "buildah bud of $image failed (full log: $logf)"
-  fi
-  log "phase build $name: $image built in $((SECONDS - t0))s (log: $logf)"
+  build_cached "$image" "$inputs" "$name" "$format" "$dockerfile" "${args[@]}" "${PIP_CA_SECRET[@]}"
 }
 
 cmd_archive() {
   local name=${1:?archive NAME} t0=$SECONDS image id archive
   image=$IMAGE_PREFIX/$name:$IMAGE_TAG
-  id=$(buildah inspect --type image --format '{{ .FromImageID }}' "$image" 2>/dev/null) \
-    || die "image $image not found; run 'make images'"
+  id=$(image_id "$image") || die "image $image not found; run 'make images'"
   mkdir -p "$ARCHIVE_DIR"
   archive=$ARCHIVE_DIR/$name-$IMAGE_TAG.tar
   if [ -f "$archive" ] && [ "$(cat "$archive.id" 2>/dev/null)" = "$id" ]; then
@@ -219,7 +247,8 @@ case $cmd in
   base) cmd_base ;;
   wheel) cmd_wheel ;;
   gasnet) cmd_gasnet ;;
+  runtime) cmd_runtime ;;
   build) cmd_build "$@" ;;
   archive) cmd_archive "$@" ;;
-  *) die "usage: images.sh base|wheel|gasnet|build NAME|archive NAME" ;;
+  *) die "usage: images.sh base|wheel|gasnet|runtime|build NAME|archive NAME" ;;
 esac

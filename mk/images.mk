@@ -17,7 +17,8 @@ IMAGES_TARGETS += images-build images-archive
 LINT_TARGETS += lint-images
 TEST_TARGETS += test-images
 
-.PHONY: images-base images-wheel images-gasnet images-build images-arkouda images-mpi images-archive mpi-demo-host \
+.PHONY: images-base images-wheel images-gasnet images-runtime images-build images-arkouda images-mpi images-archive \
+        mpi-demo-host \
         test-images lint-images
 
 images-base: ## Build the local Debian base image with debootstrap (cached by script hash)
@@ -29,10 +30,14 @@ images-wheel: ## Build the bootstrap wheel the images install (cached by bootstr
 images-gasnet: images-base ## Build GASNet-EX's udp conduit + amudprun image (cached by its inputs hash; GASNET_ARCHIVE=path|URL)
 	@$(IMAGES_SH) gasnet
 
-images-arkouda: images-base images-wheel ## Build $(IMAGE_PREFIX)/arkouda:$(IMAGE_TAG) (stand-in server here)
+# Both images start from it; as a prerequisite it is built once even when make runs the two in parallel.
+images-runtime: images-base images-wheel ## Build the runtime base both images start from (user arkouda, sshd, tini, the bootstrap)
+	@$(IMAGES_SH) runtime
+
+images-arkouda: images-runtime ## Build $(IMAGE_PREFIX)/arkouda:$(IMAGE_TAG) (stand-in server here)
 	@$(IMAGES_SH) build arkouda
 
-images-mpi: images-base images-wheel ## Build $(IMAGE_PREFIX)/mpi:$(IMAGE_TAG)
+images-mpi: images-runtime ## Build $(IMAGE_PREFIX)/mpi:$(IMAGE_TAG)
 	@$(IMAGES_SH) build mpi
 
 images-build: ## Build the base, arkouda and mpi images (cached; prints each phase's duration)
@@ -57,9 +62,9 @@ IMAGES_PY := docker/arkouda/standin/lib docker/arkouda/standin/bin/arkouda_stand
 
 lint-images: venv ## Lint the Dockerfiles (hadolint), image scripts (shellcheck), stand-in + tests (ruff, mypy)
 	@$(VENV)/bin/hadolint --config $(REPO_ROOT)/docker/hadolint.yaml \
-	  $(REPO_ROOT)/docker/arkouda/Dockerfile $(REPO_ROOT)/docker/mpi/Dockerfile
+	  $(REPO_ROOT)/docker/runtime/Dockerfile $(REPO_ROOT)/docker/arkouda/Dockerfile $(REPO_ROOT)/docker/mpi/Dockerfile
 	@$(VENV)/bin/shellcheck $(REPO_ROOT)/docker/images.sh $(REPO_ROOT)/docker/base/build-base.sh \
-	  $(REPO_ROOT)/docker/common/runtime-setup.sh $(REPO_ROOT)/tests/images/ssh_launch.sh
+	  $(REPO_ROOT)/docker/runtime/runtime-setup.sh $(REPO_ROOT)/tests/images/ssh_launch.sh
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config docker/ruff.toml $(IMAGES_PY)
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff format --check --config docker/ruff.toml $(IMAGES_PY)
 	@cd $(REPO_ROOT) && MYPYPATH=docker/arkouda/standin/lib:tests/images $(VENV)/bin/mypy --strict \

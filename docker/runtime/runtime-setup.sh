@@ -1,7 +1,7 @@
 #!/bin/sh
-# Shared by the runtime stages of docker/arkouda/Dockerfile and docker/mpi/Dockerfile (run as root during
-# the build). Makes what docs/interfaces.md promises for both images, in two steps so that a change of the
-# bootstrap alone rebuilds only the small last layer:
+# The steps of docker/runtime/Dockerfile, the base both images start from (run as root during the build).
+# Makes what docs/interfaces.md promises for both images, in two steps so that a change of the bootstrap
+# alone rebuilds only the small last layer:
 #
 #   runtime-setup.sh system CONSTRAINTS
 #     - user arkouda, uid/gid 1000, home /home/arkouda, password field '*' (no password but NOT locked: with
@@ -14,7 +14,7 @@
 #     - the bootstrap wheel (exactly one arkouda_bootstrap-*.whl in WHEEL_DIR) into that venv, its console
 #       script linked into /usr/local/bin, and a last check that nothing grants root or holds a host key.
 #
-# SSH host keys: openssh-server's postinst generates some; the Dockerfiles delete them in the SAME layer as
+# SSH host keys: openssh-server's postinst generates some; the Dockerfile deletes them in the SAME layer as
 # the apt-get install (a later `rm` would leave them readable in the lower layer). The bootstrap uses the
 # release's host key from its Secret instead.
 set -eu
