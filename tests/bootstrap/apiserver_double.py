@@ -20,6 +20,10 @@ from arkouda_bootstrap.kube import KubernetesApi
 from kubernetes import client
 
 TOKEN = "double-token"
+# Where the registration's objects live in the namespace `ns` of the tests, and the label that marks them ours.
+SERVICES = "/api/v1/namespaces/ns/services"
+SLICES = "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices"
+MANAGED = {"app.kubernetes.io/managed-by": "arkouda-bootstrap"}
 
 
 @dataclass

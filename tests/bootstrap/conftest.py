@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from apiserver_double import ApiServerDouble, serving
 from arkouda_bootstrap import cli, keys
 from privdrop import spawn_as
 
@@ -28,6 +29,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if {"test_user", "sshds"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.sshd)
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ApiServerDouble]:
+    """The loopback API server test double, for the real kubernetes client."""
+    with serving() as double:
+        yield double
 
 
 @pytest.fixture

@@ -6,10 +6,9 @@ test double."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
-from apiserver_double import Answer, ApiServerDouble, serving
+from apiserver_double import MANAGED, SERVICES, SLICES, Answer, ApiServerDouble
 from arkouda_bootstrap import registration
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.registration import ServiceRegistration
@@ -119,20 +118,10 @@ def test_ready_when_listening_waits_for_the_port() -> None:
 
 # -- the real client against the API server double -----------------------------------------------------------
 
-SERVICES = "/api/v1/namespaces/ns/services"
-SLICES = "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices"
-OURS = {"app.kubernetes.io/managed-by": "arkouda-bootstrap"}
-
-
-@pytest.fixture
-def apiserver() -> Iterator[ApiServerDouble]:
-    with serving() as double:
-        yield double
-
 
 def test_take_over_through_the_client_sends_versions_and_keeps_the_cluster_ip(apiserver: ApiServerDouble) -> None:
     existing = {
-        "metadata": {"name": "ak", "resourceVersion": "41", "uid": "old", "labels": OURS},
+        "metadata": {"name": "ak", "resourceVersion": "41", "uid": "old", "labels": MANAGED},
         "spec": {"clusterIP": "10.96.0.9", "clusterIPs": ["10.96.0.9"]},
     }
     apiserver.answer(
@@ -140,7 +129,7 @@ def test_take_over_through_the_client_sends_versions_and_keeps_the_cluster_ip(ap
         Answer("GET", f"{SERVICES}/ak", body=existing),
         Answer("PUT", f"{SERVICES}/ak", body={"metadata": {"name": "ak", "uid": "old"}}),
         Answer("POST", SLICES, status=409, body={"kind": "Status", "reason": "AlreadyExists"}),
-        Answer("GET", f"{SLICES}/ak", body={"metadata": {"name": "ak", "resourceVersion": "42", "labels": OURS}}),
+        Answer("GET", f"{SLICES}/ak", body={"metadata": {"name": "ak", "resourceVersion": "42", "labels": MANAGED}}),
         Answer("PUT", f"{SLICES}/ak", body={"metadata": {"name": "ak"}}),
     )
     reg(apiserver.api()).publish()

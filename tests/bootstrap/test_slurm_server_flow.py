@@ -14,12 +14,11 @@ import pwd
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver_double import TOKEN, Answer, ApiServerDouble, serving
+from apiserver_double import MANAGED, SERVICES, SLICES, TOKEN, Answer, ApiServerDouble
 from arkouda_bootstrap import cli, keys
 from conftest import free_port
 from privdrop import spawn_as, wait_exit
@@ -230,16 +229,6 @@ def test_num_locales_must_match_the_allocation(job: Job) -> None:
 
 
 # -- --register-service ------------------------------------------------------------------------------------
-
-SERVICES = "/api/v1/namespaces/ns/services"
-SLICES = "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices"
-MANAGED = {"app.kubernetes.io/managed-by": "arkouda-bootstrap"}
-
-
-@pytest.fixture
-def apiserver() -> Iterator[ApiServerDouble]:
-    with serving() as double:
-        yield double
 
 
 def kubeconfig(path: Path, port: int) -> Path:
