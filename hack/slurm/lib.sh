@@ -30,6 +30,8 @@ export SLURM_CONF=$SLURM_CONF_FILE
 
 log() { printf '[slurm] %s\n' "$*"; }
 die() { printf 'slurm: error: %s\n' "$*" >&2; exit 1; }
+# any other failing command ends the script with one line naming it (its own output, if any, comes before)
+trap 'die "$(basename "$0") line $LINENO: \`$BASH_COMMAND\` failed"' ERR
 
 # A recorded process is ours only when its PID is alive AND runs the binary recorded with it (a reused PID is not).
 pid_alive() {

@@ -28,7 +28,7 @@ fi
 for port in "$SLURM_CTLD_PORT" "$SLURMD_PORT"; do
   owner=$(ss -Hltnp "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
   if [[ -n $owner ]] && ! grep -qs "^$owner " "$RUN"/*.pid; then
-    die "port $port is taken by pid $owner ($(tr '\0' ' ' </proc/"$owner"/cmdline 2>/dev/null)): set SLURM_CTLD_PORT/SLURMD_PORT"
+    die "port $port is taken by pid $owner ($(readlink "/proc/$owner/exe" 2>/dev/null)): set SLURM_CTLD_PORT/SLURMD_PORT"
   fi
 done
 
