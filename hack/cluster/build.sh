@@ -4,6 +4,7 @@
 #                                            kube-proxy kubectl
 #   $CACHE_DIR/etcd-$ETCD_VERSION/           etcd
 #   $CACHE_DIR/coredns-$COREDNS_VERSION/     coredns (trimmed plugin set, tools/coredns/main.go)
+#   $CACHE_DIR/kube-router-$KUBE_ROUTER_VERSION/  kube-router (run firewall-only: the NetworkPolicy enforcer)
 # and symlinks them into $BIN. A directory that exists is complete (binaries are built into a temp dir and
 # renamed), so a warm run only checks and re-links.
 set -euo pipefail
@@ -24,6 +25,8 @@ grep -Eq "^(require )?\s*go.etcd.io/etcd/server/v3 ${ETCD_VERSION}( |$)" "$here/
   die "hack/cluster/tools/k8s/go.mod does not pin etcd ${ETCD_VERSION}: run hack/cluster/gen-tools-mod.sh (the pin must also satisfy kubernetes' own etcd requirement)"
 grep -Eq "^(require )?\s*github.com/coredns/coredns ${COREDNS_VERSION}( |$)" "$here/tools/coredns/go.mod" ||
   die "hack/cluster/tools/coredns/go.mod is not for COREDNS_VERSION=${COREDNS_VERSION}: run hack/cluster/gen-tools-mod.sh"
+grep -Eq "^(require )?\s*github.com/cloudnativelabs/kube-router/v2 ${KUBE_ROUTER_VERSION}( |$)" "$here/tools/kube-router/go.mod" ||
+  die "hack/cluster/tools/kube-router/go.mod is not for KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION}: edit its require and the copied requirements of that kube-router release"
 
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly -trimpath -buildvcs=false"
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -58,9 +61,13 @@ build "$etcd_dir" "$here/tools/k8s" "" go.etcd.io/etcd/server/v3
 # go names the binary of go.etcd.io/etcd/server/v3 "server"
 [[ -x "$etcd_dir/etcd" || ! -x "$etcd_dir/server" ]] || mv "$etcd_dir/server" "$etcd_dir/etcd"
 build "$coredns_dir" "$here/tools/coredns" "" .
+kr_dir="$CACHE_DIR/kube-router-${KUBE_ROUTER_VERSION}"
+kr_pkg=github.com/cloudnativelabs/kube-router/v2
+build "$kr_dir" "$here/tools/kube-router" \
+  "-X $kr_pkg/pkg/version.Version=${KUBE_ROUTER_VERSION} -X $kr_pkg/pkg/version.BuildDate=${build_date}" "$kr_pkg/cmd/kube-router"
 
-for f in "$k8s_dir"/* "$etcd_dir/etcd" "$coredns_dir/coredns"; do
+for f in "$k8s_dir"/* "$etcd_dir/etcd" "$coredns_dir/coredns" "$kr_dir/kube-router"; do
   [[ -x "$f" ]] || die "missing binary $f (remove $(dirname "$f") and re-run make cluster-tools)"
   ln -sfn "$f" "$BIN/$(basename "$f")"
 done
-log "binaries linked into $BIN: $(cd "$k8s_dir" && echo *) etcd coredns"
+log "binaries linked into $BIN: $(cd "$k8s_dir" && echo *) etcd coredns kube-router"

@@ -11,16 +11,9 @@ if [[ ! -d "$CLUSTER_DIR" ]]; then log "nothing to do: $CLUSTER_DIR does not exi
 [[ "$(cat "$CLUSTER_DIR/.arkouda-k8s-cluster" 2>/dev/null)" == "$CLUSTER_DIR" ]] ||
   die "$CLUSTER_DIR has no marker of ours (.arkouda-k8s-cluster): refusing to delete it"
 
-stop() {  # stop NAME: SIGTERM the recorded process, SIGKILL after 15 s
-  local name="$1" pid
-  pid_alive "$name" || { rm -f "$RUN/$name.pid"; return 0; }
-  read -r pid _ <"$RUN/$name.pid"
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 30); do [[ -e /proc/$pid ]] || break; sleep 0.5; done
-  [[ -e /proc/$pid ]] && kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$RUN/$name.pid"
-  log "stopped $name (pid $pid)"
-}
+phase extra-nodes
+# 0. The extra nodes (node.sh), each with its pods, processes, netns, routes, cgroups and state.
+for i in $(extra_nodes); do "$CLUSTER_HACK/node.sh" remove "$i"; done
 
 phase delete-pods
 # 1. Let the kubelet tear pods down properly (CNI DEL, netns removal) while everything still runs.
@@ -32,7 +25,7 @@ if pid_alive kube-apiserver && pid_alive kubelet; then
   done
 fi
 phase stop-components
-for name in coredns kube-proxy kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
+for name in coredns kube-router kube-proxy kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
 
 phase containers
 # 2. Whatever containers are left in our containerd: record their netns, kill and delete them.
@@ -80,6 +73,20 @@ drop_chains() {  # drop_chains IPTABLES TABLE CHAIN...: delete the jumps to each
     "$ipt" -w -t "$table" -F "$chain" && "$ipt" -w -t "$table" -X "$chain" || true
   done
 }
+# kube-router's chains (its own --cleanup-config also resets the router and proxy parts, which we never ran) and
+# its ipsets; names from pkg/controllers/netpol of the pinned release.
+for chain in KUBE-ROUTER-INPUT KUBE-ROUTER-FORWARD KUBE-ROUTER-OUTPUT; do drop_chains iptables filter "$chain"; done
+for chain in $(iptables -w -S | sed -n 's/^-N \(KUBE-\(POD-FW\|NWPLCY\)-[A-Za-z0-9-]*\)$/\1/p'); do
+  iptables -w -F "$chain" 2>/dev/null || true
+done
+for chain in $(iptables -w -S | sed -n 's/^-N \(KUBE-\(POD-FW\|NWPLCY\)-[A-Za-z0-9-]*\)$/\1/p'); do
+  iptables -w -X "$chain" 2>/dev/null || true
+done
+if command -v ipset >/dev/null; then
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-(SRC|DST)-|kube-router-)' || true); do
+    ipset destroy "$set" 2>/dev/null || true
+  done
+fi
 if [[ -f "$CLUSTER_DIR/config/kubelet.yaml" ]]; then
   for ipt in iptables ip6tables; do
     command -v "$ipt" >/dev/null || continue
@@ -129,6 +136,12 @@ fi
 if ip link show "$BRIDGE" >/dev/null 2>&1; then
   for v in $(ip -o link show master "$BRIDGE" | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link del "$v" 2>/dev/null || true; done
   [[ -f "$RUN/bridge.created" ]] && ip link del "$BRIDGE" && log "removed bridge $BRIDGE"
+fi
+# The extra nodes' underlay bridge and FORWARD chain (node.sh), once no extra node is left.
+if [[ -z "$(extra_nodes)" ]]; then
+  iptables -w -D FORWARD -j "$NODES_FW_CHAIN" 2>/dev/null || true
+  iptables -w -F "$NODES_FW_CHAIN" 2>/dev/null && iptables -w -X "$NODES_FW_CHAIN" 2>/dev/null || true
+  ip link show "$UNDERLAY_BRIDGE" >/dev/null 2>&1 && ip link del "$UNDERLAY_BRIDGE" && log "removed bridge $UNDERLAY_BRIDGE"
 fi
 if [[ -f "$RUN/sysctl.saved" ]]; then
   while IFS= read -r kv; do sysctl -qw "$kv" || true; done <"$RUN/sysctl.saved"

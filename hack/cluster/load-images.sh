@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Import images into the local node's containerd (namespace k8s.io), where the kubelet finds them without a pull.
+# Import images into the local nodes' containerds (namespace k8s.io), where the kubelets find them without a pull.
+# CLUSTER_NODE=i: only extra node i; unset: node 0, then every extra node.
 #   load-images.sh                 import every archive in $IMAGES_DIR (from `make images`; docker-archive or
 #                                  oci-archive .tar carrying the full image name)
 #   load-images.sh --node-images   build (cached) and import the node's own images: the pod sandbox image
@@ -7,7 +8,7 @@
 # An archive already imported into this cluster (same path, size and mtime) is skipped.
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
-ctr_ version >/dev/null 2>&1 || die "containerd of the local node is not running: run 'make cluster-up'"
+ctr_ version >/dev/null 2>&1 || die "containerd of the local node ${CLUSTER_NODE:-0} is not running: run 'make cluster-up'"
 
 import() {  # import ARCHIVE: ctr import unless this exact archive was already imported into this cluster
   local f="$1" stamp
@@ -75,3 +76,11 @@ shopt -s nullglob
 archives=("$IMAGES_DIR"/*.tar)
 if (( ${#archives[@]} == 0 )); then log "no image archives in $IMAGES_DIR (run 'make images')"; exit 0; fi
 for f in "${archives[@]}"; do import "$f"; done
+# Every extra node has a containerd of its own: import there too (node 0 first, then node 1, 2, ...).
+if [[ -z "${CLUSTER_NODE:-}" ]]; then
+  for i in $(extra_nodes); do
+    [[ -S "$NODES_DIR/$i/run/containerd.sock" ]] || continue
+    log "images for node $(node_name "$i")"
+    CLUSTER_NODE="$i" "$0"
+  done
+fi

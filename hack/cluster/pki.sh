@@ -73,10 +73,21 @@ make_pki() {
   cert scheduler system:kube-scheduler "" "$client_ext"
   cert kube-proxy system:kube-proxy "" "$client_ext"
   cert coredns arkouda-local:coredns "" "$client_ext"
+  cert kube-router arkouda-local:kube-router "" "$client_ext"
   kubeconfig admin admin
   kubeconfig controller-manager controller-manager
   kubeconfig scheduler scheduler
   kubeconfig kubelet node
   kubeconfig kube-proxy kube-proxy
   kubeconfig coredns coredns
+  kubeconfig kube-router kube-router
+}
+
+# make_node_pki NAME IP: the kubelet serving certificate and the node client certificate (system:node:NAME, so
+# the Node authorizer and NodeRestriction treat it as that node) of an extra node, and its kubeconfig.
+make_node_pki() {
+  local name="$1" ip="$2"
+  cert "kubelet-$name" "$name" "" "$(server_ext "IP:${ip},DNS:${name}")"
+  cert "node-$name" "system:node:${name}" "system:nodes" "$client_ext"
+  kubeconfig "kubelet-$name" "node-$name"
 }
