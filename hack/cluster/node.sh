@@ -4,6 +4,9 @@
 #                                 (cgroup root /arkouda-node-I), kube-proxy and kube-router (firewall only), pod
 #                                 CIDR 10.245.I.0/24 on its own bridge, routed to every other node over the underlay
 #   node.sh remove I              its pods, processes, mounts, cgroups, netns, veth, routes, Node object, state
+#   node.sh kill I                a power loss: the node's link cut (no answer, no RST), then SIGKILL to its
+#                                 kubelet, kube-proxy, kube-router, containerd, shims and every container process
+#   node.sh restore I             link up and every daemon started again (its state is kept); waits for Ready
 #   node.sh list                  the indexes of the extra nodes that have state
 # Needs node 0's control plane (up.sh). Layout and reasons: hack/cluster/README.md.
 # NODE_TAINTS="key=value:Effect,..." registers the node with those taints (e.g. while it is being tried out).
@@ -13,11 +16,11 @@ unset CLUSTER_NODE   # set below, after node 0's paths are known
 # shellcheck source=hack/cluster/pki.sh
 . "$CLUSTER_HACK/pki.sh"
 
-usage() { die "usage: node.sh add I [--no-images] | remove I | list   (I = 1..99)"; }
+usage() { die "usage: node.sh add I [--no-images] | remove I | kill I | restore I | list   (I = 1..99)"; }
 action="${1:-}"
 if [[ "$action" == list ]]; then extra_nodes; exit 0; fi
 idx="${2:-}"
-[[ "$action" == add || "$action" == remove ]] || usage
+[[ "$action" =~ ^(add|remove|kill|restore)$ ]] || usage
 [[ "$idx" =~ ^[1-9][0-9]?$ ]] || usage
 [[ $EUID -eq 0 ]] || die "node.sh needs root (netns, veth, routes, kubelet)"
 cluster_lock
@@ -327,7 +330,38 @@ node_remove() {
   log "node $NAME removed in $((SECONDS - t0))s"
 }
 
+# node_kill: as a power loss would leave it, for the node-loss tests. State, netns and routes stay (restore).
+node_kill() {
+  [[ -d "$NODE_DIR" ]] || die "node $NAME does not exist"
+  local t0=$SECONDS pids pid name d
+  ip link set "$VETH" down 2>/dev/null || true
+  for name in kubelet kube-proxy kube-router containerd; do
+    pid_alive "$name" && { read -r pid _ <"$RUN/$name.pid"; kill -KILL "$pid" 2>/dev/null || true; }
+  done
+  local sock_re
+  sock_re="$(printf '%s' "$CONTAINERD_SOCK" | sed 's/[.[\*^$]/\\&/g')"
+  for _ in $(seq 1 40); do
+    pids="$(pgrep -f -- "-address ${sock_re}( |$)" || true)"
+    # every container process of the node sits below its cgroup root; anything in its netns is its daemon
+    while read -r d; do
+      [[ -d "$d" ]] && pids+=" $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | tr '\n' ' ')"
+    done < <(cgroup_dirs)
+    pids+=" $(ip netns pids "$NETNS" 2>/dev/null | tr '\n' ' ')"
+    for name in kubelet kube-proxy kube-router containerd; do pid_alive "$name" && pids+=" $(cut -d' ' -f1 "$RUN/$name.pid")"; done
+    [[ -z "${pids// /}" ]] && break
+    for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+    sleep 0.5
+  done
+  [[ -z "${pids// /}" ]] || die "node $NAME: processes still alive after SIGKILL: $pids"
+  log "node $NAME killed in $((SECONDS - t0))s (link $VETH down, every process of the node gone)"
+}
+
 case "$action" in
   add) node_add "${3:-}" ;;
   remove) node_remove ;;
+  kill) node_kill ;;
+  restore)
+    [[ -d "$NODE_DIR" ]] || die "node $NAME does not exist (node.sh add $idx)"
+    ip link set "$VETH" up 2>/dev/null || true
+    node_add --no-images ;;
 esac
