@@ -39,11 +39,17 @@ spec:
 YAML
 kubectl_ -n "$ns" wait pod/web --for=condition=Ready --timeout=120s >/dev/null ||
   { kubectl_ -n "$ns" describe pod web | tail -20; die "smoke: pod web not Ready (kubelet log: $LOGS/kubelet.log)"; }
+# With several nodes the client runs on another (untainted) node than the web pod: the fetch then crosses the
+# routed node networks (and the web node's kube-router, which lets it through: no NetworkPolicy here).
+web_node="$(kubectl_ -n "$ns" get pod web -o jsonpath='{.spec.nodeName}')"
+client_node="$(kubectl_ get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.spec.taints}{"\n"}{end}' |
+  awk -v w="$web_node" '$1 != w && NF == 1 { print $1; exit }')"
 kubectl_ apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Pod
 metadata: {name: client, namespace: $ns}
 spec:
+  ${client_node:+nodeName: $client_node}
   automountServiceAccountToken: false
   restartPolicy: Never
   containers:
@@ -75,4 +81,4 @@ if [[ "$phase_" != Succeeded || "$out" != *"arkouda-k8s cluster smoke"* ]]; then
   die "smoke: client pod could not fetch http://web.$ns.svc.$CLUSTER_DOMAIN/ (phase '$phase_', output: $out) — check $LOGS/coredns.log and $LOGS/kube-proxy.log"
 fi
 kubectl_ delete namespace "$ns" --wait=false >/dev/null
-log "smoke: pod -> Service DNS name -> pod works under PodSecurity restricted ($(( $(date +%s) - start ))s)"
+log "smoke: pod (${client_node:-$web_node}) -> Service DNS name -> pod ($web_node) works under PodSecurity restricted ($(( $(date +%s) - start ))s)"

@@ -178,7 +178,8 @@ registerNode: true
 YAML
 start kubelet "$K8S_BIN/kubelet" --config "$CLUSTER_DIR/config/kubelet.yaml" \
   --kubeconfig "$KCFG/kubelet.kubeconfig" --root-dir "$CLUSTER_DIR/kubelet" \
-  --cert-dir "$CLUSTER_DIR/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
+  --cert-dir "$CLUSTER_DIR/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+  --node-labels topology.kubernetes.io/zone=zone-0
 wait_for "node $NODE_NAME Ready" 180 bash -c \
   "$(declare -f kubectl_); K8S_BIN='$K8S_BIN' ADMIN_KUBECONFIG='$ADMIN_KUBECONFIG';
    kubectl_ get node '$NODE_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
