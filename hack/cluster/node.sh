@@ -36,7 +36,7 @@ NIP="$(node_ip "$idx")"
 PCIDR="$(node_pod_cidr "$idx")"
 PGW="$(node_pod_gw "$idx")"
 VETH="akv$idx"                 # host side of the node's underlay link (inside: eth0)
-PBRIDGE="akk8s$idx"            # the node's pod bridge, inside its netns
+PBRIDGE="$BRIDGE"             # the node's pod bridge, inside its netns: the same name as node 0's on the host
 CGROUP_ROOT="/arkouda-node-$idx"
 in_ns() { nsenter "--net=/run/netns/$NETNS" -- "$@"; }
 
