@@ -117,7 +117,7 @@ def _handler(double: ApiServerDouble) -> type[BaseHTTPRequestHandler]:
             time.sleep(found.stall)
             self.wfile.write(b"0\r\n\r\n")
 
-        do_GET = do_POST = do_PUT = do_DELETE = _serve  # noqa: N815 -- BaseHTTPRequestHandler's naming
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815 -- BaseHTTPRequestHandler's naming
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -107,6 +107,7 @@ class FakeKube:
     services: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     endpoint_slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     object_rv: int = 5000
+    replicas: dict[str, int] = field(default_factory=dict)  # StatefulSet name -> spec.replicas (ScaleApi)
     # StatefulSet replicas set through scale_statefulset, by (namespace, name)
     scaled: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -209,6 +210,18 @@ class FakeKube:
     def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
         self._check("scale_statefulset", name)
         self.scaled[(namespace, name)] = replicas
+
+    # -- ScaleApi (the idle gate) ----------------------------------------------------------------------------
+
+    def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
+        self._check("get_replicas", statefulset)
+        return self.replicas.get(statefulset)
+
+    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None:
+        self._check("set_replicas", f"{statefulset}={replicas}")
+        if statefulset not in self.replicas:
+            raise BootstrapError(f"patch statefulsets/scale in namespace {namespace}: not found")
+        self.replicas[statefulset] = replicas
 
     # -- ServiceApi (server --register-service): objects kept as the API's JSON -----------------------------
 

@@ -36,6 +36,11 @@ def test_reasons_and_types() -> None:
         ("SecretInvalid", "Warning"),
         ("RbacMissing", "Warning"),
         ("WorkDirUnusable", "Warning"),
+        ("IdleDraining", "Normal"),
+        ("Asleep", "Normal"),
+        ("Waking", "Normal"),
+        ("Awake", "Normal"),
+        ("WakeTimeout", "Warning"),
         ("SecondaryNetworkMissing", "Warning"),
     ]
     assert all(e.pod == POD for e in api.created_events)

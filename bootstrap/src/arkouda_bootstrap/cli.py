@@ -11,11 +11,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from arkouda_bootstrap import __version__, config, netstatus
 from arkouda_bootstrap.config import (
     ExporterSettings,
+    GateSettings,
     HostsFrom,
     KeygenSettings,
     Launcher,
@@ -284,16 +285,63 @@ NODEWATCH = [
         "10",
     ),
 ]
+GATE = [
+    Opt("pod_name", "--pod-name", "POD_NAME", "this pod's name (downward API): Events go there"),
+    Opt("listen_port", "--listen-port", "ARKOUDA_GATE_PORT", "client port the gate listens on", "5555"),
+    Opt("server_port", "--server-port", "ARKOUDA_SERVER_PORT", "the server pod's client port", "5555"),
+    Opt(
+        "release_selector",
+        "--release-selector",
+        "ARKOUDA_RELEASE_SELECTOR",
+        "label selector of the release's pods (server, locales, gate)",
+    ),
+    Opt("server_statefulset", "--server-statefulset", "ARKOUDA_SERVER_STATEFULSET", "the server StatefulSet"),
+    Opt("locale_statefulset", "--locale-statefulset", "ARKOUDA_LOCALE_STATEFULSET", "the locale StatefulSet"),
+    Opt("num_locales", "--num-locales", "ARKOUDA_NUM_LOCALES", "locales incl. the server (awake: n-1 locales)"),
+    Opt(
+        "idle_timeout",
+        "--idle-timeout",
+        "ARKOUDA_IDLE_TIMEOUT",
+        "seconds without traffic and with no request in flight before the release is scaled to 0",
+        f"{config.DEFAULT_IDLE_TIMEOUT:g}",
+    ),
+    Opt(
+        "connection_is_activity",
+        "--connection-is-activity",
+        "ARKOUDA_IDLE_CONNECTION_IS_ACTIVITY",
+        "an open client connection keeps the release awake",
+        boolean=True,
+    ),
+    Opt(
+        "wake_timeout",
+        "--wake-timeout",
+        "ARKOUDA_WAKE_TIMEOUT",
+        "seconds a wake may take before the held clients get an error",
+        f"{config.DEFAULT_WAKE_TIMEOUT:g}",
+    ),
+    Opt(
+        "wake_backoff",
+        "--wake-backoff",
+        "ARKOUDA_WAKE_BACKOFF",
+        "seconds before the next wake after one missed its deadline (doubling for each miss in a row)",
+        f"{config.DEFAULT_WAKE_BACKOFF:g}",
+    ),
+]
 SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
     "keygen": ("create/validate/rotate/delete the release's SSH Secret (Helm hook)", KEYGEN),
     "locale": ("run the unprivileged sshd and reload it with changed keys (locale pods, server pod's sshd)", LOCALE),
     "server": ("wait for locales, probe them over ssh, launch and supervise the command after --", SERVER),
     "exporter": ("serve Arkouda's metrics socket as Prometheus /metrics (the server pod's metrics sidecar)", EXPORTER),
     "nodewatch": ("force-delete the release's pods stuck terminating on a lost node (docs/node-loss.md)", NODEWATCH),
+    "gate": ("own the client port: forward to the server, scale to 0 when idle, wake for a client", GATE),
 }
 
 
 EPILOGS = {
+    "gate": "Runs until SIGTERM. Splices each client connection to the server pod (bytes never parsed); a client "
+    "arriving while the release sleeps is held until the server pod is Ready. Events on its own pod: IdleDraining, "
+    "Asleep, Waking, Awake, WakeTimeout. A new value of the annotation arkouda-k8s.io/wake on its pod wakes the "
+    "release.",
     "nodewatch": "Runs until stopped; a pod is force-deleted (uid precondition, Event NodeLost) only when it is "
     "terminating, carries the node controller's or the taint manager's mark and outlived its grace period.",
     "server": "Everything after `--` is the command to launch (arkouda: -nl N is appended), e.g. "
@@ -576,6 +624,35 @@ def exporter_settings(v: Values) -> ExporterSettings:
     )
 
 
+def gate_settings(v: Values, *, namespace: str) -> GateSettings:
+    def seconds(dest: str) -> float:
+        o = v.opt(dest)
+        value = config.parse_float(v.required(dest), flag=o.flag, env=o.env)
+        if value <= 0:
+            raise UsageError(f"{config.source(o.flag, o.env)}: {value:g} is not a positive number of seconds")
+        return value
+
+    def name(dest: str) -> str:
+        o = v.opt(dest)
+        return config.parse_name(v.required(dest), flag=o.flag, env=o.env)
+
+    sel = v.opt("release_selector")
+    return GateSettings(
+        namespace=namespace,
+        pod_name=v.required("pod_name"),
+        release_selector=config.parse_selector(v.required("release_selector"), flag=sel.flag, env=sel.env),
+        server_statefulset=name("server_statefulset"),
+        locale_statefulset=name("locale_statefulset"),
+        num_locales=v.integer("num_locales", minimum=1),
+        server_port=v.port("server_port"),
+        listen_port=v.port("listen_port"),
+        idle_timeout=seconds("idle_timeout"),
+        connection_is_activity=v.boolean("connection_is_activity"),
+        wake_timeout=seconds("wake_timeout"),
+        wake_backoff=seconds("wake_backoff"),
+    )
+
+
 def nodewatch_settings(v: Values, *, namespace: str) -> NodeWatchSettings:
     so, mo = v.opt("statefulsets"), v.opt("margin")
     names = tuple(n.strip() for n in v.required("statefulsets").split(",") if n.strip())
@@ -633,6 +710,12 @@ def dispatch(
 
         watch = nodewatch_settings(values, namespace="")
         return run_nodewatch(api_factory(), replace(watch, namespace=resolve_namespace(values.raw("namespace"))))
+    if ns.subcommand == "gate":
+        from arkouda_bootstrap.gate import GateApi, run_gate
+
+        gate = gate_settings(values, namespace="")
+        gate = replace(gate, namespace=resolve_namespace(values.raw("namespace")))
+        return run_gate(cast("GateApi", api_factory()), gate)
     if ns.subcommand == "exporter":
         from arkouda_bootstrap.exporter import run_exporter
 

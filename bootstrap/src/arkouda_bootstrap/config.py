@@ -162,6 +162,31 @@ class ExporterSettings:
     timeout: float = DEFAULT_EXPORTER_TIMEOUT
 
 
+# The idle gate: the client port it listens on, its idle timeout, and how long a wake may take before the
+# client gets an error (long enough for a cluster autoscaler to add nodes) and how long it then waits.
+DEFAULT_GATE_HOST = "0.0.0.0"  # noqa: S104 - the client Service reaches the gate pod's IP
+DEFAULT_IDLE_TIMEOUT = 900.0
+DEFAULT_WAKE_TIMEOUT = 900.0
+DEFAULT_WAKE_BACKOFF = 60.0
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    namespace: str
+    pod_name: str
+    release_selector: str  # the release's pods: the server, the locales and the gate itself
+    server_statefulset: str
+    locale_statefulset: str
+    num_locales: int
+    server_port: int
+    listen_port: int
+    listen_host: str = DEFAULT_GATE_HOST
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    connection_is_activity: bool = False
+    wake_timeout: float = DEFAULT_WAKE_TIMEOUT
+    wake_backoff: float = DEFAULT_WAKE_BACKOFF
+
+
 # ----------------------------------------------------------------------------------------------------------
 # validators
 

@@ -40,6 +40,13 @@ class Reason(StrEnum):
     SECRET_INVALID = "SecretInvalid"
     RBAC_MISSING = "RbacMissing"
     WORK_DIR_UNUSABLE = "WorkDirUnusable"
+    # the idle gate, on its own pod: scaling to zero after the idle timeout, all pods gone, scaling up for a
+    # client or a wake request, the server Ready again, and a wake that missed its deadline (and why)
+    IDLE_DRAINING = "IdleDraining"
+    ASLEEP = "Asleep"
+    WAKING = "Waking"
+    AWAKE = "Awake"
+    WAKE_TIMEOUT = "WakeTimeout"
     # a pod has no address on --network-attachment (its network-status annotation is missing or lacks it)
     SECONDARY_NETWORK_MISSING = "SecondaryNetworkMissing"
 
@@ -55,6 +62,7 @@ WARNINGS = frozenset(
         Reason.SECRET_INVALID,
         Reason.RBAC_MISSING,
         Reason.WORK_DIR_UNUSABLE,
+        Reason.WAKE_TIMEOUT,
         Reason.SECONDARY_NETWORK_MISSING,
     }
 )

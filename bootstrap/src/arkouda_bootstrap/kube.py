@@ -198,6 +198,17 @@ class ServiceApi(Protocol):
         ...
 
 
+class ScaleApi(Protocol):
+    """What the idle gate needs: the replica count of two StatefulSets, through their `scale` subresource only
+    (its Role names them and grants nothing else on StatefulSets)."""
+
+    def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
+        """spec.replicas; None when the StatefulSet does not exist."""
+        ...
+
+    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None: ...
+
+
 def resolve_namespace(explicit: str | None, *, namespace_file: Path = SERVICEACCOUNT_NAMESPACE_FILE) -> str:
     """Flag/env value, else the in-cluster service account's namespace file, else a clear error."""
     if explicit:
@@ -355,6 +366,7 @@ class KubernetesApi:
         self._client = api_client
         self._core = CoreV1Api(api_client)
         self._discovery: Any = None
+        self._apps: Any = None
         self._timeout = request_timeout
 
     def _discovery_api(self) -> Any:
@@ -364,6 +376,14 @@ class KubernetesApi:
 
             self._discovery = DiscoveryV1Api(self._client)
         return self._discovery
+
+    def _apps_api(self) -> Any:
+        """AppsV1Api, built on first use: only the idle gate needs it."""
+        if self._apps is None:
+            from kubernetes.client import AppsV1Api
+
+            self._apps = AppsV1Api(self._client)
+        return self._apps
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, *, context: str | None = None) -> KubernetesApi:
@@ -576,6 +596,22 @@ class KubernetesApi:
     def delete_endpoint_slice(self, *, namespace: str, name: str) -> bool:
         call = self._discovery_api().delete_namespaced_endpoint_slice
         return self._call("delete endpointslices", namespace, call, name, namespace, missing_ok=True) is not None
+
+    # -- statefulsets/scale (the idle gate) ----------------------------------------------------------------
+
+    def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
+        call = self._apps_api().read_namespaced_stateful_set_scale
+        result = self._call("get statefulsets/scale", namespace, call, statefulset, namespace, missing_ok=True)
+        if result is None:
+            return None
+        return int(_d(result.get("spec")).get("replicas") or 0)
+
+    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None:
+        # A JSON patch (a list): every client version sends it as such, whereas a dict body's patch type
+        # depends on the client's version.
+        body = [{"op": "replace", "path": "/spec/replicas", "value": replicas}]
+        call = self._apps_api().patch_namespaced_stateful_set_scale
+        self._call("patch statefulsets/scale", namespace, call, statefulset, namespace, body)
 
 
 def event_body(*, pod: PodRef, reason: str, message: str, type_: str, now: dt.datetime) -> dict[str, Any]:

@@ -1,0 +1,327 @@
+"""The idle gate's controller: puts the release to sleep (server and locale StatefulSets scaled to 0) after the
+idle timeout and wakes it (scaled back up) for a client or a wake request, with a deadline and a back-off.
+
+Phases: AWAKE (scaled up; clients are spliced through once the server pod is Ready), WAKING (scaled up after a
+sleep, with a deadline), DRAINING (scaled to 0, pods still terminating), ASLEEP (no server or locale pod left).
+`step()` makes the transitions and says when it wants to run again; it calls the Kubernetes API directly: the
+gate runs it on its event loop, and these calls only happen when no client is being served (idle or asleep).
+The state of the pods comes in through `on_pods` (the gate's list-then-watch of the release's pods).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from arkouda_bootstrap.config import GateSettings
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.events import EventRecorder, Reason
+from arkouda_bootstrap.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
+from arkouda_bootstrap.kube import PodEvent, PodInfo, PodList, ScaleApi
+
+log = logging.getLogger(__name__)
+
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# Changing this annotation on the gate pod (any new value) wakes a sleeping release.
+WAKE_ANNOTATION = "arkouda-k8s.io/wake"
+# How often step() runs at most without news, and after a failed API call.
+MAX_STEP_SECONDS = 30.0
+RETRY_SECONDS = 5.0
+# Container waiting reasons that only mean "still starting".
+_STARTING = frozenset({"", "ContainerCreating", "PodInitializing"})
+
+
+class Phase(StrEnum):
+    AWAKE = "awake"
+    WAKING = "waking"
+    DRAINING = "draining"
+    ASLEEP = "asleep"
+
+
+class HeldClient(Protocol):
+    """A client connection the gate accepted and holds (unread) until the server can take it."""
+
+    @property
+    def accepted_at(self) -> float: ...
+
+    def splice(self, host: str, port: int) -> None:
+        """Forward the connection (its unread bytes first) to the server at host:port."""
+        ...
+
+    def fail(self, message: str) -> None:
+        """Answer the client's request with an Arkouda error naming `message`, then close."""
+        ...
+
+
+@dataclass
+class ReleaseView:
+    """The release's pods as the watch reports them."""
+
+    own_pod: str
+    pods: dict[str, PodInfo] = field(default_factory=dict)
+    listed: bool = False
+
+    def apply(self, item: PodList | PodEvent) -> None:
+        if isinstance(item, PodList):
+            self.pods = {p.name: p for p in item.pods}
+            self.listed = True
+        elif item.pod is not None:
+            if item.type == "DELETED":
+                self.pods.pop(item.pod.name, None)
+            else:
+                self.pods[item.pod.name] = item.pod
+
+    def workload(self) -> list[PodInfo]:
+        """Server and locale pods (terminating ones included: their node is not free yet)."""
+        return sorted(
+            (p for p in self.pods.values() if p.labels.get(COMPONENT_LABEL) in ("server", "locale")),
+            key=lambda p: (p.labels.get(COMPONENT_LABEL) != "server", p.name),
+        )
+
+    def server(self) -> PodInfo | None:
+        for pod in self.workload():
+            if pod.labels.get(COMPONENT_LABEL) == "server" and not pod.deleting:
+                return pod
+        return None
+
+    def wake_annotation(self) -> str | None:
+        own = self.pods.get(self.own_pod)
+        return None if own is None else own.annotations.get(WAKE_ANNOTATION)
+
+    def not_ready_reason(self) -> str:
+        """Why the release is not Ready, in the words of whoever knows: the scheduler's PodScheduled message
+        (e.g. `0/3 nodes are available: 3 Insufficient cpu`), else a container's waiting reason."""
+        pods = self.workload()
+        if not pods:
+            return "no server or locale pod was created (kubectl describe statefulset shows why, e.g. a quota)"
+        waiting = [p for p in pods if not p.ready]
+        for pod in waiting:
+            cond = pod.condition("PodScheduled")
+            if cond is not None and cond.status == "False":
+                return f"pod {pod.name} is not scheduled: {cond.message or cond.reason or 'Unschedulable'}"
+        for pod in waiting:
+            for c in pod.containers:
+                if c.state == "waiting" and c.reason not in _STARTING:
+                    return f"pod {pod.name} container {c.name}: {c.reason}: {c.message}".rstrip(": ")
+                if c.state == "terminated" and c.exit_code not in (None, 0):
+                    return f"pod {pod.name} container {c.name} exited with {c.exit_code} ({c.reason})"
+        if waiting:
+            return f"pod {waiting[0].name} is {waiting[0].phase} but not Ready"
+        return "every pod is Ready"
+
+
+class Controller:
+    def __init__(
+        self,
+        *,
+        settings: GateSettings,
+        scale: ScaleApi,
+        events: EventRecorder,
+        traffic: Traffic,
+        clock: Callable[[], float],
+    ) -> None:
+        self._s = settings
+        self._scale = scale
+        self._events = events
+        self._traffic = traffic
+        self._clock = clock
+        self._policy = IdlePolicy(
+            timeout_seconds=settings.idle_timeout, connection_is_activity=settings.connection_is_activity
+        )
+        self.view = ReleaseView(own_pod=settings.pod_name)
+        self.phase = Phase.AWAKE
+        self.held: list[HeldClient] = []
+        self._wake_seen: str | None = None
+        self._wake_requested = False
+        self._wake_started = 0.0
+        self._wake_deadline = 0.0
+        self._backoff_until = 0.0
+        self._failures = 0
+
+    # -- inputs ----------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take over the replica counts as they are (a restarted gate keeps a sleeping release asleep). The chart
+        leaves `replicas` out of both StatefulSets, so a fresh install comes up with 1 each: the locale count is
+        set here."""
+        server = self._replicas(self._s.server_statefulset)
+        locale = self._replicas(self._s.locale_statefulset)
+        if server > 0:
+            self.phase = Phase.AWAKE
+            want = self._s.num_locales - 1
+        else:
+            self.phase = Phase.DRAINING
+            want = 0
+        if locale != want:
+            log.info("setting %s to %d replicas (was %d)", self._s.locale_statefulset, want, locale)
+            self._scale.set_replicas(namespace=self._s.namespace, statefulset=self._s.locale_statefulset, replicas=want)
+        log.info(
+            "release %s at start (%s: %d, %s: %d)",
+            self.phase.value,
+            self._s.server_statefulset,
+            server,
+            self._s.locale_statefulset,
+            want,
+        )
+
+    def _replicas(self, name: str) -> int:
+        count = self._scale.get_replicas(namespace=self._s.namespace, statefulset=name)
+        if count is None:
+            raise StatefulSetMissingError(f"StatefulSet {name} not found in namespace {self._s.namespace}")
+        return count
+
+    def on_pods(self, item: PodList | PodEvent) -> None:
+        server = self.view.server()
+        was_ready = server is not None and server.ready
+        self.view.apply(item)
+        server = self.view.server()
+        if server is not None and server.ready and not was_ready:
+            self._traffic.touch()  # the idle time counts from Ready (a start, a relaunch, a wake)
+        value = self.view.wake_annotation()
+        if isinstance(item, PodList) and self._wake_seen is None:
+            self._wake_seen = value or ""  # the value at start is history, not a request
+            return
+        if value is not None and value != self._wake_seen:
+            self._wake_seen = value
+            if self.phase in (Phase.DRAINING, Phase.ASLEEP):
+                log.info("wake requested (annotation %s=%s)", WAKE_ANNOTATION, value)
+                self._wake_requested = True
+
+    def client_arrived(self, client: HeldClient) -> None:
+        now = self._clock()
+        backend = self.backend()
+        if backend is not None:
+            client.splice(*backend)
+        elif now - client.accepted_at >= self._s.wake_timeout:
+            client.fail(self._failure_message(self.view.not_ready_reason()))
+        else:
+            self.held.append(client)
+
+    def backend(self) -> tuple[str, int] | None:
+        """The server's address while the release is awake and its pod Ready."""
+        server = self.view.server()
+        if self.phase is Phase.AWAKE and server is not None and server.ready and server.pod_ip:
+            return server.pod_ip, self._s.server_port
+        return None
+
+    # -- transitions -----------------------------------------------------------------------------------------
+
+    def step(self) -> float:
+        """Make the due transitions; return the seconds until the next one may be due."""
+        try:
+            return min(MAX_STEP_SECONDS, self._step(self._clock()))
+        except StatefulSetMissingError:
+            raise
+        except BootstrapError as exc:
+            if str(exc).startswith("missing RBAC"):
+                self._events.emit(Reason.RBAC_MISSING, str(exc))
+                raise
+            log.warning("%s; trying again in %g s", exc, RETRY_SECONDS)
+            return RETRY_SECONDS
+
+    def _step(self, now: float) -> float:
+        if self.phase is Phase.WAKING:
+            server = self.view.server()
+            if server is not None and server.ready:
+                self.phase = Phase.AWAKE
+                self._failures = 0
+                self._events.emit(
+                    Reason.AWAKE, f"server pod {server.name} Ready {now - self._wake_started:.1f} s after the wake"
+                )
+            elif now >= self._wake_deadline:
+                self._wake_failed(now)
+            else:
+                return self._expire_held(now, self._wake_deadline - now)
+        if self.phase is Phase.AWAKE:
+            return self._awake(now)
+        if self.phase is Phase.DRAINING and self.view.listed and not self.view.workload():
+            self.phase = Phase.ASLEEP
+            self._events.emit(
+                Reason.ASLEEP,
+                f"{self._s.server_statefulset} and {self._s.locale_statefulset} have no pod left; the client Service "
+                "stays: a client connection wakes the release",
+            )
+        if self.held or self._wake_requested:
+            if self._wake_requested or now >= self._backoff_until:
+                why = "wake requested" if self._wake_requested and not self.held else "client connection"
+                self._wake(now, why)
+                return self._wake_deadline - now
+            return self._expire_held(now, self._backoff_until - now)
+        return MAX_STEP_SECONDS
+
+    def _awake(self, now: float) -> float:
+        backend = self.backend()
+        if backend is None:  # starting or relaunching: hold the clients, never sleep
+            return self._expire_held(now, MAX_STEP_SECONDS)
+        held, self.held = self.held, []
+        for client in held:
+            client.splice(*backend)
+        verdict = idle_verdict(policy=self._policy, traffic=self._traffic.snapshot(), now=now, server_ready=True)
+        if verdict.remaining is None:
+            return MAX_STEP_SECONDS
+        if verdict.remaining > 0:
+            return verdict.remaining
+        self._scale_all(0)
+        self.phase = Phase.DRAINING
+        self._events.emit(
+            Reason.IDLE_DRAINING,
+            f"idle: {verdict.why}; scaled {self._s.server_statefulset} and {self._s.locale_statefulset} to 0",
+        )
+        return 0.0
+
+    def _wake(self, now: float, why: str) -> None:
+        self._scale_all(1)
+        self._wake_requested = False
+        self.phase = Phase.WAKING
+        self._wake_started = now
+        self._wake_deadline = now + self._s.wake_timeout
+        self._events.emit(
+            Reason.WAKING,
+            f"{why}: scaled {self._s.server_statefulset} to 1 and {self._s.locale_statefulset} to "
+            f"{self._s.num_locales - 1}; deadline {self._s.wake_timeout:g} s",
+        )
+
+    def _wake_failed(self, now: float) -> None:
+        reason = self.view.not_ready_reason()
+        self._failures += 1
+        backoff = next_backoff(base_seconds=self._s.wake_backoff, failures=self._failures)
+        self._scale_all(0)
+        self.phase = Phase.DRAINING
+        self._backoff_until = now + backoff
+        self._events.emit(
+            Reason.WAKE_TIMEOUT,
+            f"the server was not Ready {self._s.wake_timeout:g} s after the wake: {reason}; scaled back to 0, next "
+            f"wake attempt in {backoff:g} s at the earliest",
+        )
+        held, self.held = self.held, []
+        for client in held:
+            client.fail(self._failure_message(reason))
+
+    def _expire_held(self, now: float, wait: float) -> float:
+        """Fail the clients held longer than the wake timeout; return `wait` or the next client's deadline."""
+        keep: list[HeldClient] = []
+        for client in self.held:
+            if now - client.accepted_at >= self._s.wake_timeout:
+                client.fail(self._failure_message(self.view.not_ready_reason()))
+            else:
+                keep.append(client)
+        self.held = keep
+        deadlines = [c.accepted_at + self._s.wake_timeout - now for c in keep]
+        return max(0.0, min([wait, *deadlines]))
+
+    def _failure_message(self, reason: str) -> str:
+        return f"the Arkouda release is not Ready after {self._s.wake_timeout:g} s: {reason}"
+
+    def _scale_all(self, up: int) -> None:
+        locales = (self._s.num_locales - 1) * up
+        # the server last on the way up (its bootstrap waits for the locales), first on the way down
+        order = [(self._s.locale_statefulset, locales), (self._s.server_statefulset, up)]
+        for name, replicas in order if up else reversed(order):
+            self._scale.set_replicas(namespace=self._s.namespace, statefulset=name, replicas=replicas)
+
+
+class StatefulSetMissingError(BootstrapError):
+    """A StatefulSet of the release does not exist (yet: Helm creates Deployments before StatefulSets)."""

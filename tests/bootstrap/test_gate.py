@@ -1,0 +1,205 @@
+"""The gate's TCP splice on loopback: real pyzmq REQ clients, a pyzmq REP server standing in for arkouda_server
+(a test double answering every request with its own bytes, optionally after a pause), the controller on
+FakeKube. Proves bytes pass unchanged, a held client's own request reaches the woken server, the direction of
+the bytes marks a request in flight, and a wake that misses its deadline answers the client with an error."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import zmq
+from arkouda_bootstrap.config import GateSettings
+from arkouda_bootstrap.events import EventRecorder
+from arkouda_bootstrap.gate import Gate
+from arkouda_bootstrap.idle import Traffic
+from arkouda_bootstrap.kube import PodCondition, PodInfo, PodList, PodRef
+from arkouda_bootstrap.sleepwake import Controller
+from fakes import FakeKube, make_pod
+
+SERVER, LOCALE = "r-arkouda-server", "r-arkouda-locale"
+
+
+class EchoServer:
+    """Test double of arkouda_server's client port: REP that sends each request back, after `pause` s when the
+    request starts with b"slow"."""
+
+    def __init__(self, *, pause: float = 0.5) -> None:
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.sock = self.ctx.socket(zmq.REP)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.pause = pause
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                msg = self.sock.recv()
+            except zmq.ZMQError:  # term() from close(): the socket is this thread's to close
+                self.sock.close(0)
+                return
+            if msg.startswith(b"slow"):
+                time.sleep(self.pause)
+            self.sock.send(msg)
+
+    def close(self) -> None:
+        self.ctx.term()
+
+
+def settings(*, wake_timeout: float = 30) -> GateSettings:
+    return GateSettings(
+        namespace="ns",
+        pod_name="r-arkouda-gate-x",
+        release_selector="app.kubernetes.io/instance=r",
+        server_statefulset=SERVER,
+        locale_statefulset=LOCALE,
+        num_locales=2,
+        server_port=0,  # set per test to the echo server's port
+        listen_port=0,
+        listen_host="127.0.0.1",
+        idle_timeout=3600,
+        wake_timeout=wake_timeout,
+        wake_backoff=60,
+    )
+
+
+def server_pod(*, ready: bool = True, **kwargs: Any) -> PodInfo:
+    labels = {"app.kubernetes.io/component": "server"}
+    return make_pod(f"{SERVER}-0", ip="127.0.0.1", ready=ready, labels=labels, **kwargs)
+
+
+def listing(*pods: PodInfo) -> PodList:
+    return PodList(pods=tuple(pods), resource_version="1")
+
+
+class Running:
+    def __init__(self, gate: Gate, loop: asyncio.AbstractEventLoop, api: FakeKube, traffic: Traffic) -> None:
+        self.gate, self.loop, self.api, self.traffic = gate, loop, api, traffic
+
+    def pods(self, item: PodList) -> None:
+        self.loop.call_soon_threadsafe(self.gate.on_pods, item)
+
+
+@contextlib.contextmanager
+def running(s: GateSettings, *, asleep: bool, pods: PodList) -> Iterator[Running]:
+    api = FakeKube(replicas={SERVER: 0 if asleep else 1, LOCALE: 0 if asleep else 1})
+    traffic = Traffic(clock=time.monotonic)
+    ctl = Controller(
+        settings=s,
+        scale=api,
+        events=EventRecorder(api, PodRef(namespace="ns", name=s.pod_name)),
+        traffic=traffic,
+        clock=time.monotonic,
+    )
+    ctl.start()
+    ctl.on_pods(pods)
+    loop = asyncio.new_event_loop()
+    gate = Gate(controller=ctl, traffic=traffic, clock=time.monotonic)
+    thread = threading.Thread(
+        target=loop.run_until_complete, args=(gate.serve(host=s.listen_host, port=s.listen_port),), daemon=True
+    )
+    thread.start()
+    assert gate.listening.wait(10), "the gate did not start listening"
+    try:
+        yield Running(gate, loop, api, traffic)
+    finally:
+        loop.call_soon_threadsafe(gate.stop)
+        thread.join(10)
+        loop.close()
+
+
+@pytest.fixture
+def echo() -> Iterator[EchoServer]:
+    server = EchoServer()
+    yield server
+    server.close()
+
+
+@contextlib.contextmanager
+def req(port: int, *, timeout: float = 10) -> Iterator[zmq.Socket[bytes]]:
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    sock = ctx.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, int(timeout * 1000))
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    try:
+        yield sock
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def test_requests_and_large_replies_pass_unchanged_and_a_request_is_in_flight_until_its_reply(
+    echo: EchoServer,
+) -> None:
+    s = settings()
+    s = GateSettings(**{**s.__dict__, "server_port": echo.port})
+    with running(s, asleep=False, pods=listing(server_pod())) as gate, req(gate.gate.port) as sock:
+        sock.send(b"hello")
+        assert sock.recv() == b"hello"
+        big = os.urandom(8 << 20)
+        sock.send(big)
+        assert sock.recv() == big
+        sock.send(b"slow request")
+        time.sleep(0.2)
+        assert gate.traffic.snapshot().in_flight == 1  # client bytes after the server's last ones
+        assert sock.recv() == b"slow request"
+        assert gate.traffic.snapshot().in_flight == 0
+        assert gate.traffic.snapshot().open_connections == 1
+
+
+def test_a_client_of_a_sleeping_release_is_held_and_its_own_request_reaches_the_woken_server(
+    echo: EchoServer,
+) -> None:
+    s = GateSettings(**{**settings().__dict__, "server_port": echo.port})
+    with running(s, asleep=True, pods=listing()) as gate, req(gate.gate.port) as sock:
+        sock.send(b"first request")  # queued by ZeroMQ, its bytes held by the gate
+        deadline = time.monotonic() + 10
+        while gate.api.replicas[SERVER] != 1:
+            assert time.monotonic() < deadline, "the gate did not scale the server up"
+            time.sleep(0.02)
+        assert gate.api.replicas == {SERVER: 1, LOCALE: 1}
+        sock.setsockopt(zmq.RCVTIMEO, 300)
+        with pytest.raises(zmq.Again):
+            sock.recv()  # no server yet: no reply, no error
+        gate.pods(listing(server_pod()))
+        sock.setsockopt(zmq.RCVTIMEO, 10_000)
+        assert sock.recv() == b"first request"
+        assert [e.reason for e in gate.api.created_events] == ["Asleep", "Waking", "Awake"]
+
+
+def test_a_wake_past_its_deadline_answers_the_client_with_an_arkouda_error_naming_the_reason(
+    echo: EchoServer,
+) -> None:
+    s = GateSettings(**{**settings(wake_timeout=1).__dict__, "server_port": echo.port})
+    pending = server_pod(
+        ready=False,
+        phase="Pending",
+        conditions=(
+            PodCondition(
+                type="PodScheduled", status="False", reason="Unschedulable", message="0/1 nodes: Insufficient cpu"
+            ),
+        ),
+    )
+    with running(s, asleep=True, pods=listing()) as gate, req(gate.gate.port) as sock:
+        request = {"user": "alice", "token": "", "cmd": "getconfig", "format": "STRING", "args": "", "size": -1}
+        sock.send(json.dumps(request).encode())
+        time.sleep(0.3)
+        gate.pods(listing(pending))
+        reply = json.loads(sock.recv())
+        assert reply["msgType"] == "ERROR"
+        assert reply["user"] == "alice"
+        assert "not Ready after 1 s" in reply["msg"]
+        assert "0/1 nodes: Insufficient cpu" in reply["msg"]
+        assert gate.api.replicas == {SERVER: 0, LOCALE: 0}
+        reasons = [e.reason for e in gate.api.created_events]
+        assert reasons[:3] == ["Asleep", "Waking", "WakeTimeout"]

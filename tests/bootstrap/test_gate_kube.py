@@ -1,0 +1,102 @@
+"""The gate's Kubernetes calls through the real client against the API server double (the scale subresource,
+by name, as a JSON patch; RBAC errors as one line), and its command line (every bad value names its flag)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from apiserver_double import Answer, ApiServerDouble, serving
+from arkouda_bootstrap import cli
+from arkouda_bootstrap.config import GateSettings
+from arkouda_bootstrap.errors import BootstrapError, UsageError
+
+SCALE = "/apis/apps/v1/namespaces/ns/statefulsets/r-arkouda-locale/scale"
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ApiServerDouble]:
+    with serving() as double:
+        yield double
+
+
+def scale_body(replicas: int) -> dict[str, object]:
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {"name": "r-arkouda-locale", "namespace": "ns"},
+        "spec": {"replicas": replicas},
+        "status": {"replicas": replicas},
+    }
+
+
+def test_replicas_are_read_and_set_through_the_scale_subresource_as_a_json_patch(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer("GET", SCALE, body=scale_body(3)),
+        Answer("PATCH", SCALE, body=scale_body(0)),
+        Answer("GET", "/apis/apps/v1/namespaces/ns/statefulsets/gone/scale", status=404, body={"kind": "Status"}),
+    )
+    api = apiserver.api()
+    assert api.get_replicas(namespace="ns", statefulset="r-arkouda-locale") == 3
+    api.set_replicas(namespace="ns", statefulset="r-arkouda-locale", replicas=0)
+    assert api.get_replicas(namespace="ns", statefulset="gone") is None
+    patch = apiserver.seen[1]
+    assert patch.headers["content-type"] == "application/json-patch+json"
+    assert patch.body == [{"op": "replace", "path": "/spec/replicas", "value": 0}]  # type: ignore[comparison-overlap]
+
+
+def test_a_forbidden_scale_names_the_missing_permission(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(Answer("PATCH", SCALE, status=403, body={"kind": "Status", "reason": "Forbidden"}))
+    with pytest.raises(BootstrapError, match=r"^missing RBAC: patch statefulsets/scale in namespace ns$"):
+        apiserver.api().set_replicas(namespace="ns", statefulset="r-arkouda-locale", replicas=1)
+
+
+GOOD = {
+    "POD_NAME": "r-arkouda-gate-1",
+    "ARKOUDA_RELEASE_SELECTOR": "app.kubernetes.io/instance=r,app.kubernetes.io/part-of=arkouda",
+    "ARKOUDA_SERVER_STATEFULSET": "r-arkouda-server",
+    "ARKOUDA_LOCALE_STATEFULSET": "r-arkouda-locale",
+    "ARKOUDA_NUM_LOCALES": "3",
+}
+
+
+def settings(env: dict[str, str], argv: list[str] | None = None) -> object:
+    ns = cli.build_parser().parse_args(["gate", *(argv or [])])
+    values = cli.Values(ns, [*cli.COMMON, *cli.GATE], env)
+    return cli.gate_settings(values, namespace="ns")
+
+
+def test_gate_settings_from_the_environment_with_defaults() -> None:
+    s = settings({**GOOD, "ARKOUDA_IDLE_TIMEOUT": "30", "ARKOUDA_IDLE_CONNECTION_IS_ACTIVITY": "true"})
+    assert s == GateSettings(
+        namespace="ns",
+        pod_name="r-arkouda-gate-1",
+        release_selector=GOOD["ARKOUDA_RELEASE_SELECTOR"],
+        server_statefulset="r-arkouda-server",
+        locale_statefulset="r-arkouda-locale",
+        num_locales=3,
+        server_port=5555,
+        listen_port=5555,
+        idle_timeout=30,
+        connection_is_activity=True,
+        wake_timeout=900,
+        wake_backoff=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ARKOUDA_IDLE_TIMEOUT": "0"}, "--idle-timeout (ARKOUDA_IDLE_TIMEOUT)"),
+        ({"ARKOUDA_WAKE_TIMEOUT": "soon"}, "--wake-timeout (ARKOUDA_WAKE_TIMEOUT)"),
+        ({"ARKOUDA_WAKE_BACKOFF": "-5"}, "--wake-backoff (ARKOUDA_WAKE_BACKOFF)"),
+        ({"ARKOUDA_NUM_LOCALES": "0"}, "--num-locales (ARKOUDA_NUM_LOCALES)"),
+        ({"ARKOUDA_SERVER_STATEFULSET": "Not_A_Name"}, "--server-statefulset (ARKOUDA_SERVER_STATEFULSET)"),
+        ({"ARKOUDA_GATE_PORT": "70000"}, "--listen-port (ARKOUDA_GATE_PORT)"),
+        ({"POD_NAME": ""}, "missing --pod-name (POD_NAME)"),
+    ],
+)
+def test_bad_gate_values_name_their_flag_and_env(env: dict[str, str], message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        settings({**GOOD, **env})
+    assert "\n" not in str(info.value)

@@ -1,0 +1,348 @@
+"""The gate's sleep/wake controller against FakeKube (the kube seam's test double, with StatefulSet replica
+counts) and FakeClock: which StatefulSets it scales, in which order, which Events it emits, when it holds,
+splices or fails a client. No sleeps, no sockets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+from arkouda_bootstrap.config import GateSettings
+from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.events import EventRecorder
+from arkouda_bootstrap.idle import Traffic
+from arkouda_bootstrap.kube import PodCondition, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.sleepwake import WAKE_ANNOTATION, Controller, Phase, StatefulSetMissingError
+from fakes import FakeClock, FakeKube, make_pod
+
+SERVER, LOCALE = "r-arkouda-server", "r-arkouda-locale"
+SETTINGS = GateSettings(
+    namespace="ns",
+    pod_name="r-arkouda-gate-abc",
+    release_selector="app.kubernetes.io/instance=r",
+    server_statefulset=SERVER,
+    locale_statefulset=LOCALE,
+    num_locales=3,
+    server_port=5555,
+    listen_port=5555,
+    idle_timeout=60,
+    wake_timeout=100,
+    wake_backoff=30,
+)
+UNSCHEDULABLE = (
+    "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are "
+    "available: 1 Preemption is not helpful for scheduling."
+)
+
+
+@dataclass
+class FakeClient:
+    """Test double of a held client connection: records what the controller did with it."""
+
+    accepted_at: float
+    spliced: list[tuple[str, int]] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def splice(self, host: str, port: int) -> None:
+        self.spliced.append((host, port))
+
+    def fail(self, message: str) -> None:
+        self.failed.append(message)
+
+
+def phase_of(ctl: Controller) -> Phase:
+    return ctl.phase  # read through a function: mypy would narrow the attribute between two steps
+
+
+def server_pod(*, ready: bool = True, ip: str | None = "10.1.0.7", **kwargs: Any) -> PodInfo:
+    return make_pod(f"{SERVER}-0", ip=ip, ready=ready, labels={"app.kubernetes.io/component": "server"}, **kwargs)
+
+
+def locale_pod(i: int, *, ready: bool = True, **kwargs: Any) -> PodInfo:
+    return make_pod(f"{LOCALE}-{i}", ready=ready, labels={"app.kubernetes.io/component": "locale"}, **kwargs)
+
+
+def gate_pod(annotations: dict[str, str] | None = None) -> PodInfo:
+    return make_pod(
+        SETTINGS.pod_name, labels={"app.kubernetes.io/component": "gate"}, annotations=dict(annotations or {})
+    )
+
+
+def listing(*pods: PodInfo) -> PodList:
+    return PodList(pods=tuple(pods), resource_version="1")
+
+
+def build(
+    *, server: int = 1, locale: int = 2, settings: GateSettings = SETTINGS
+) -> tuple[Controller, FakeKube, FakeClock, Traffic]:
+    api = FakeKube(replicas={SERVER: server, LOCALE: locale})
+    clock = FakeClock()
+    traffic = Traffic(clock=clock)
+    events = EventRecorder(api, PodRef(namespace="ns", name=settings.pod_name, uid="g"))
+    ctl = Controller(settings=settings, scale=api, events=events, traffic=traffic, clock=clock)
+    ctl.start()
+    return ctl, api, clock, traffic
+
+
+def scale_calls(api: FakeKube) -> list[str]:
+    return [arg for op, arg in api.calls if op == "set_replicas"]
+
+
+def reasons(api: FakeKube) -> list[str]:
+    return [e.reason for e in api.created_events]
+
+
+def asleep(api: FakeKube, ctl: Controller, clock: FakeClock) -> None:
+    """Drive an awake release to sleep: idle timeout, then every pod gone."""
+    ctl.on_pods(listing(server_pod(), locale_pod(0), locale_pod(1), gate_pod()))
+    ctl.step()
+    clock.advance(61)
+    ctl.step()
+    ctl.on_pods(listing(gate_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.ASLEEP
+
+
+def test_a_fresh_install_gets_its_locale_count_from_the_gate() -> None:
+    # the chart leaves replicas out: both StatefulSets start with Kubernetes' default of 1
+    ctl, api, _, _ = build(server=1, locale=1)
+    assert phase_of(ctl) is Phase.AWAKE
+    assert scale_calls(api) == [f"{LOCALE}=2"]
+
+
+def test_a_gate_restarted_while_asleep_keeps_the_release_asleep() -> None:
+    ctl, api, _, _ = build(server=0, locale=0)
+    assert phase_of(ctl) is Phase.DRAINING
+    assert scale_calls(api) == []
+    ctl.on_pods(listing(gate_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.ASLEEP
+    assert reasons(api) == ["Asleep"]
+    assert scale_calls(api) == []
+
+
+def test_missing_statefulset_is_its_own_error() -> None:
+    api = FakeKube(replicas={SERVER: 1})
+    clock = FakeClock()
+    ctl = Controller(
+        settings=SETTINGS, scale=api, events=EventRecorder(api, None), traffic=Traffic(clock=clock), clock=clock
+    )
+    with pytest.raises(StatefulSetMissingError, match=f"StatefulSet {LOCALE} not found in namespace ns"):
+        ctl.start()
+
+
+def test_idle_release_scales_the_server_first_then_the_locales_and_says_so() -> None:
+    ctl, api, clock, _ = build()
+    ctl.on_pods(listing(server_pod(), locale_pod(0), locale_pod(1), gate_pod()))
+    assert ctl.step() == pytest.approx(30)  # at most MAX_STEP_SECONDS between looks
+    clock.advance(59)
+    assert ctl.step() == pytest.approx(1)
+    assert scale_calls(api) == []
+    clock.advance(1)
+    ctl.step()
+    assert phase_of(ctl) is Phase.DRAINING
+    assert scale_calls(api) == [f"{SERVER}=0", f"{LOCALE}=0"]
+    assert api.replicas == {SERVER: 0, LOCALE: 0}
+    draining = api.created_events[-1]
+    assert (draining.reason, draining.type, draining.pod.name) == ("IdleDraining", "Normal", SETTINGS.pod_name)
+    assert "no traffic for 60 s" in draining.message
+    # terminating pods still hold their nodes: Asleep only when none is left
+    ctl.on_pods(listing(replace(server_pod(), deleting=True), gate_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.DRAINING
+    ctl.on_pods(listing(gate_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.ASLEEP
+    assert reasons(api) == ["IdleDraining", "Asleep"]
+
+
+def test_a_starting_or_relaunching_release_is_never_put_to_sleep() -> None:
+    ctl, api, clock, _ = build()
+    ctl.on_pods(listing(server_pod(ready=False), locale_pod(0), locale_pod(1)))
+    clock.advance(10_000)
+    ctl.step()
+    assert phase_of(ctl) is Phase.AWAKE
+    assert scale_calls(api) == [] and reasons(api) == []
+
+
+def test_a_long_request_is_never_cut() -> None:
+    ctl, api, clock, traffic = build()
+    ctl.on_pods(listing(server_pod(), locale_pod(0), locale_pod(1)))
+    conn = traffic.opened()
+    traffic.client_sent(conn)
+    for _ in range(24):
+        clock.advance(3600)
+        ctl.step()
+    assert phase_of(ctl) is Phase.AWAKE and scale_calls(api) == []
+    traffic.server_sent(conn)
+    clock.advance(60)
+    ctl.step()
+    assert phase_of(ctl) is Phase.DRAINING
+
+
+def test_idle_time_counts_from_ready_not_from_the_gate_start() -> None:
+    ctl, api, clock, _ = build()
+    ctl.on_pods(listing(server_pod(ready=False)))
+    clock.advance(500)
+    ctl.step()
+    ctl.on_pods(listing(server_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.AWAKE
+    clock.advance(59)
+    ctl.step()
+    assert phase_of(ctl) is Phase.AWAKE and scale_calls(api) == []
+    clock.advance(1)
+    ctl.step()
+    assert phase_of(ctl) is Phase.DRAINING
+
+
+def test_a_client_of_an_awake_release_goes_straight_to_the_server_pod() -> None:
+    ctl, _, clock, _ = build()
+    ctl.on_pods(listing(server_pod()))
+    client = FakeClient(accepted_at=clock())
+    ctl.client_arrived(client)
+    assert client.spliced == [("10.1.0.7", 5555)]
+    assert ctl.held == []
+
+
+def test_a_client_of_a_sleeping_release_wakes_it_and_is_spliced_when_the_server_is_ready() -> None:
+    ctl, api, clock, _ = build()
+    asleep(api, ctl, clock)
+    before = len(scale_calls(api))
+    client = FakeClient(accepted_at=clock())
+    ctl.client_arrived(client)
+    assert client.spliced == [] and ctl.held == [client]
+    assert ctl.step() == pytest.approx(30)  # the deadline (100 s) is further than one look
+    assert phase_of(ctl) is Phase.WAKING
+    # locales first: the server's bootstrap waits for them
+    assert scale_calls(api)[before:] == [f"{LOCALE}=2", f"{SERVER}=1"]
+    assert api.created_events[-1].reason == "Waking"
+    assert "client connection" in api.created_events[-1].message
+    clock.advance(12)
+    ctl.on_pods(listing(server_pod(ready=False), locale_pod(0), locale_pod(1), gate_pod()))
+    ctl.step()
+    assert client.spliced == []
+    clock.advance(3)
+    ctl.on_pods(listing(server_pod(ip="10.1.0.9"), locale_pod(0), locale_pod(1), gate_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.AWAKE
+    assert client.spliced == [("10.1.0.9", 5555)]
+    awake = api.created_events[-1]
+    assert awake.reason == "Awake" and "15.0 s after the wake" in awake.message
+    # the idle time starts at Ready, not at the last traffic before the sleep
+    clock.advance(59)
+    ctl.step()
+    assert phase_of(ctl) is Phase.AWAKE
+
+
+def test_a_wake_that_misses_its_deadline_fails_the_client_with_the_schedulers_reason_then_backs_off() -> None:
+    ctl, api, clock, _ = build()
+    asleep(api, ctl, clock)
+    first = FakeClient(accepted_at=clock())
+    ctl.client_arrived(first)
+    ctl.step()
+    pending = server_pod(
+        ready=False,
+        ip=None,
+        phase="Pending",
+        conditions=(PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message=UNSCHEDULABLE),),
+    )
+    ctl.on_pods(listing(pending, gate_pod()))
+    clock.advance(99)
+    ctl.step()
+    assert first.failed == []
+    clock.advance(1)
+    ctl.step()
+    assert phase_of(ctl) is Phase.DRAINING
+    assert api.replicas == {SERVER: 0, LOCALE: 0}
+    timeout = api.created_events[-1]
+    assert (timeout.reason, timeout.type) == ("WakeTimeout", "Warning")
+    assert f"pod {SERVER}-0 is not scheduled: {UNSCHEDULABLE}" in timeout.message
+    assert "next wake attempt in 30 s" in timeout.message
+    assert len(first.failed) == 1 and UNSCHEDULABLE in first.failed[0]
+    assert ctl.held == []
+    # back-off: a client arriving now is held, nothing is scaled until the back-off has passed
+    ctl.on_pods(listing(gate_pod()))
+    ctl.step()
+    scaled = len(scale_calls(api))
+    second = FakeClient(accepted_at=clock())
+    ctl.client_arrived(second)
+    assert ctl.step() == pytest.approx(30)
+    clock.advance(29)
+    ctl.step()
+    assert len(scale_calls(api)) == scaled and phase_of(ctl) is Phase.ASLEEP
+    clock.advance(1)
+    ctl.step()
+    assert phase_of(ctl) is Phase.WAKING
+    ctl.on_pods(listing(server_pod(), locale_pod(0), locale_pod(1), gate_pod()))
+    ctl.step()
+    assert second.spliced == [("10.1.0.7", 5555)] and second.failed == []
+
+
+def test_consecutive_missed_wakes_back_off_longer() -> None:
+    ctl, api, clock, _ = build()
+    asleep(api, ctl, clock)
+    for expected in ("30 s", "60 s", "120 s"):
+        ctl.client_arrived(FakeClient(accepted_at=clock()))
+        ctl.step()
+        clock.advance(100)
+        ctl.step()
+        timeouts = [e.message for e in api.created_events if e.reason == "WakeTimeout"]
+        assert f"next wake attempt in {expected}" in timeouts[-1]
+        clock.advance(1000)
+
+
+def test_a_client_held_past_the_wake_timeout_while_the_server_starts_gets_an_error() -> None:
+    ctl, api, clock, _ = build()
+    ctl.on_pods(listing(server_pod(ready=False), locale_pod(0), locale_pod(1)))
+    client = FakeClient(accepted_at=clock())
+    ctl.client_arrived(client)
+    assert ctl.step() == pytest.approx(30)  # at most MAX_STEP_SECONDS between looks
+    clock.advance(100)
+    ctl.step()
+    assert len(client.failed) == 1 and f"pod {SERVER}-0 is Running but not Ready" in client.failed[0]
+    assert scale_calls(api) == []  # a starting release is left alone
+
+
+def test_the_wake_annotation_wakes_a_sleeping_release_and_its_start_value_does_not() -> None:
+    api = FakeKube(replicas={SERVER: 0, LOCALE: 0})
+    clock = FakeClock()
+    ctl = Controller(
+        settings=SETTINGS,
+        scale=api,
+        events=EventRecorder(api, PodRef(namespace="ns", name=SETTINGS.pod_name)),
+        traffic=Traffic(clock=clock),
+        clock=clock,
+    )
+    ctl.start()
+    ctl.on_pods(listing(gate_pod({WAKE_ANNOTATION: "old"})))
+    ctl.step()
+    assert phase_of(ctl) is Phase.ASLEEP
+    ctl.on_pods(PodEvent(type="MODIFIED", pod=gate_pod({WAKE_ANNOTATION: "1700000000"}), resource_version="2"))
+    ctl.step()
+    assert phase_of(ctl) is Phase.WAKING
+    assert api.replicas == {SERVER: 1, LOCALE: 2}
+    assert "wake requested" in api.created_events[-1].message
+
+
+def test_missing_rbac_for_the_scale_is_an_event_and_an_error() -> None:
+    ctl, api, clock, _ = build()
+    ctl.on_pods(listing(server_pod()))
+    api.fail_with["set_replicas"] = BootstrapError("missing RBAC: patch statefulsets/scale in namespace ns")
+    clock.advance(61)
+    with pytest.raises(BootstrapError, match="missing RBAC: patch statefulsets/scale"):
+        ctl.step()
+    assert reasons(api) == ["RbacMissing"]
+
+
+def test_a_transient_api_error_is_retried_without_changing_phase() -> None:
+    ctl, api, clock, _ = build()
+    ctl.on_pods(listing(server_pod()))
+    api.fail_with["set_replicas"] = BootstrapError("patch statefulsets/scale in namespace ns failed: HTTP 500")
+    clock.advance(61)
+    assert ctl.step() == 5.0
+    assert phase_of(ctl) is Phase.AWAKE
+    del api.fail_with["set_replicas"]
+    ctl.step()
+    assert phase_of(ctl) is Phase.DRAINING
