@@ -61,8 +61,8 @@ def render(chart: Path) -> str:
         "Generated from values.schema.json and values.yaml by `make chart-docs` (checked by `make lint-charts`).\n",
         "### global (umbrella `global:`, shared by every component)\n",
         _table(chart, "", {"global"}, set()) + "\n",
-        "### keygen and tests (umbrella)\n",
-        _table(chart, "", {"keygen", "tests"}, set()) + "\n",
+        "### the umbrella's own components (keygen hooks, nodewatch, helm test)\n",
+        _table(chart, "", None, {"global", LIBRARY, *SUBCHARTS.values()}) + "\n",
     ]
     for name, alias in SUBCHARTS.items():
         parts += [
