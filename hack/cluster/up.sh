@@ -227,6 +227,7 @@ COREFILE
 start coredns "$COREDNS_BIN/coredns" -conf "$CLUSTER_DIR/config/Corefile"
 wait_for coredns 60 curl -fsS http://127.0.0.1:18181/ready
 
+phase nodes
 # Extra nodes 1..NODES-1 (node.sh), each in its own network namespace; nodes that exist are re-checked, nodes
 # beyond NODES are left alone (remove one with `make cluster-node-remove NODE=i`).
 nodes="${NODES:-1}"
