@@ -8,13 +8,14 @@ BENCH_FANOUT_HOSTS ?= 16,64,256
 BENCH_SCALE_LOCALES ?= 8,64,256,1024
 BENCH_PROFILE_N ?= 1024
 BENCH_LAUNCH_LOCALES ?= 2,8,32
+BENCH_GATE_REPEATS ?= 5
 BENCH_PY = PYTHONPATH=$(REPO_ROOT)/bench/src:$(PYTHONPATH) $(PY) -m arkouda_bench --results-dir $(RESULTS_DIR) --repo-root $(REPO_ROOT)
 
-BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-report
+BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-report
 LINT_TARGETS += lint-bench
 TEST_TARGETS += test-bench
 
-.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-report lint-bench test-bench
+.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-report lint-bench test-bench
 
 bench-start: venv
 	@rm -rf $(RESULTS_DIR)/parts
@@ -48,6 +49,10 @@ bench-launch: venv ## amudprun start → all locales past the GASNet barrier, ss
 	  reason="$$(grep -v '^make' $(RESULTS_DIR)/launch-prepare.log | tail -n 1)"; \
 	  $(BENCH_PY) launch --locales $(BENCH_LAUNCH_LOCALES) --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/launch-prepare.log)"; \
 	fi
+
+# The idle gate against a direct connection, on loopback (no cluster): the product's Gate in-process, pyzmq REQ/REP.
+bench-gate: venv ## idle gate rows: round-trip overhead per request and 256 MiB throughput, gate vs direct (BENCH_GATE_REPEATS)
+	@$(BENCH_PY) gate --repeats $(BENCH_GATE_REPEATS)
 
 bench-report: venv ## Merge the bench parts into $(RESULTS_DIR)/bench.{csv,json} and print the table
 	@$(BENCH_PY) report

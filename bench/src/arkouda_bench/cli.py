@@ -110,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
         help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
     )
 
+    g = sub.add_parser(
+        "gate",
+        help="issue 14: the idle gate vs a direct connection (round trip, 256 MiB), on loopback",
+    )
+    g.add_argument("--repeats", type=_positive, default=5)
+    g.add_argument("--round-trips", type=_positive, default=2000, help="requests per repeat")
+
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(
         "--markdown", action="store_true", help="print the table as Markdown (for bench/README.md)"
@@ -167,8 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.write_part(results_dir, "scale", rows, facts=facts)
             print(results.render_table(rows))
             return 0
-        if args.part in ("cluster", "launch"):
-            rows = (_cluster_rows if args.part == "cluster" else _launch_rows)(args, command)
+        if args.part in ("cluster", "launch", "gate"):
+            part_rows = {"cluster": _cluster_rows, "launch": _launch_rows, "gate": _gate_rows}[args.part]
+            rows = part_rows(args, command)
             results.write_part(results_dir, args.part, rows, facts=facts)
             print(results.render_table(rows))
             return 0
@@ -192,6 +200,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench {args.part}: {exc}", file=sys.stderr)
         return 1
     raise AssertionError(f"unhandled part {args.part}")
+
+
+def _gate_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
+    from arkouda_bench import gate  # noqa: PLC0415
+
+    return gate.run(repeats=args.repeats, command=command, round_trips=args.round_trips)
 
 
 def _kubeconfig_reason(args: argparse.Namespace) -> tuple[Path | None, str]:

@@ -124,7 +124,7 @@ def this_command() -> str:
 
 
 # The order of the parts in the table: issue 7's row, issue 6's rows 1 and 2-4, then the real launcher's.
-PART_ORDER = ("fanout", "scale", "cluster", "launch")
+PART_ORDER = ("fanout", "scale", "cluster", "launch", "gate")
 
 # The paths whose uncommitted changes make a measurement differ from its commit ("+dirty").
 MEASURED_PATHS = ("bench", "bootstrap", "charts", "docker", "hack", "mk", "values")

@@ -1,0 +1,229 @@
+"""The idle gate's cost (global.idle): what forwarding through `arkouda-bootstrap gate` adds to a request, on
+loopback, in the same run as the direct connection.
+
+A pyzmq REP server stands in for arkouda_server's client port (it answers each request at once; a request of
+b"big" gets GATE_TRANSFER_BYTES back), a pyzmq REQ client plays Arkouda's client. The gate is the product's
+own code (arkouda_bootstrap.gate.Gate) in this process, its controller told by a test double of the pod watch
+that the server pod is Ready at 127.0.0.1, so it splices every connection at once. Rows:
+
+- round trip of a small request, direct and through the gate (µs, median of the repeats; each repeat is the
+  mean of GATE_ROUND_TRIPS requests) and the gate's overhead (µs and the ratio through/direct);
+- a 256 MiB reply through the gate ÷ direct (throughput ratio, goal ≥ 0.9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from arkouda_bench.results import Row
+from arkouda_bootstrap.config import GateSettings
+from arkouda_bootstrap.events import EventRecorder
+from arkouda_bootstrap.gate import Gate
+from arkouda_bootstrap.idle import Traffic
+from arkouda_bootstrap.kube import PodCondition, PodInfo, PodList
+from arkouda_bootstrap.sleepwake import Controller
+
+log = logging.getLogger(__name__)
+
+GROUP = "idle gate (issue 14)"
+GATE_ROUND_TRIPS = 2000
+GATE_TRANSFER_BYTES = 256 << 20
+
+
+class _ReplyServer:
+    """Test double of arkouda_server's client port: REP answering b"ok" (b"big": GATE_TRANSFER_BYTES)."""
+
+    def __init__(self) -> None:
+        self._ctx: Any = zmq.Context()
+        self._sock: Any = self._ctx.socket(zmq.REP)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self.port: int = self._sock.bind_to_random_port("tcp://127.0.0.1")
+        self._big = bytes(GATE_TRANSFER_BYTES)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                msg = self._sock.recv()
+            except zmq.ZMQError:
+                self._sock.close(0)
+                return
+            self._sock.send(self._big if msg == b"big" else b"ok", copy=False)
+
+    def close(self) -> None:
+        self._ctx.term()
+
+
+@contextlib.contextmanager
+def _gate(server_port: int) -> Iterator[int]:
+    """The product's Gate in a thread, awake, splicing to 127.0.0.1:server_port; yields its port."""
+    settings = GateSettings(
+        namespace="bench",
+        pod_name="bench-gate",
+        release_selector="app.kubernetes.io/instance=bench",
+        server_statefulset="bench-arkouda-server",
+        locale_statefulset="bench-arkouda-locale",
+        num_locales=1,
+        server_port=server_port,
+        listen_port=0,
+        listen_host="127.0.0.1",
+        idle_timeout=3600,
+    )
+    traffic = Traffic(clock=time.monotonic)
+    controller = Controller(
+        settings=settings,
+        scale=_AwakeScale(),
+        events=EventRecorder(None, None),
+        traffic=traffic,
+        clock=time.monotonic,
+    )
+    controller.start()
+    ready = PodInfo(
+        name="bench-arkouda-server-0",
+        labels={"app.kubernetes.io/component": "server"},
+        phase="Running",
+        pod_ip="127.0.0.1",
+        conditions=(PodCondition(type="Ready", status="True"),),
+    )
+    controller.on_pods(PodList(pods=(ready,), resource_version="1"))
+    loop = asyncio.new_event_loop()
+    gate = Gate(controller=controller, traffic=traffic, clock=time.monotonic)
+    thread = threading.Thread(
+        target=loop.run_until_complete, args=(gate.serve(host="127.0.0.1", port=0),), daemon=True
+    )
+    thread.start()
+    if not gate.listening.wait(10):
+        raise RuntimeError("the gate did not start listening")
+    try:
+        yield gate.port
+    finally:
+        loop.call_soon_threadsafe(gate.stop)
+        thread.join(10)
+
+
+class _AwakeScale:
+    """Test double of the scale API: both StatefulSets at their awake counts, changes ignored."""
+
+    def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
+        return 1 if statefulset.endswith("server") else 0
+
+    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class _Figures:
+    rtt_us: float
+    transfer_s: float
+
+
+def _measure(port: int, *, round_trips: int) -> _Figures:
+    ctx: Any = zmq.Context()
+    sock: Any = ctx.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 60_000)
+    try:
+        sock.connect(f"tcp://127.0.0.1:{port}")
+        for _ in range(50):  # connection and handshake out of the timing
+            sock.send(b"x")
+            sock.recv()
+        began = time.perf_counter()
+        for _ in range(round_trips):
+            sock.send(b"x")
+            sock.recv()
+        rtt = (time.perf_counter() - began) / round_trips * 1e6
+        began = time.perf_counter()
+        sock.send(b"big")
+        reply = sock.recv(copy=False)
+        transfer = time.perf_counter() - began
+        if len(reply) != GATE_TRANSFER_BYTES:
+            raise RuntimeError(f"the {GATE_TRANSFER_BYTES}-byte reply arrived as {len(reply)} bytes")
+        return _Figures(rtt_us=rtt, transfer_s=transfer)
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def run(*, repeats: int, command: str, round_trips: int = GATE_ROUND_TRIPS) -> list[Row]:
+    server = _ReplyServer()
+    direct: list[_Figures] = []
+    gated: list[_Figures] = []
+    try:
+        with _gate(server.port) as gate_port:
+            for i in range(repeats):
+                # alternate the order so neither path always runs on a warmer machine
+                pair = [(direct, server.port), (gated, gate_port)]
+                for sink, port in pair if i % 2 == 0 else reversed(pair):
+                    sink.append(_measure(port, round_trips=round_trips))
+                log.info(
+                    "gate repeat %d: rtt direct %.1f µs, gate %.1f µs; 256 MiB direct %.3f s, gate %.3f s",
+                    i + 1,
+                    direct[-1].rtt_us,
+                    gated[-1].rtt_us,
+                    direct[-1].transfer_s,
+                    gated[-1].transfer_s,
+                )
+    finally:
+        server.close()
+    mib = GATE_TRANSFER_BYTES / (1 << 20)
+    note = (
+        f"loopback, pyzmq REQ→REP, {round_trips} requests per repeat; REP is a test double of arkouda_server"
+    )
+    return [
+        Row.measured(
+            group=GROUP,
+            case="direct",
+            metric="round trip",
+            unit="µs",
+            command=command,
+            values=[f.rtt_us for f in direct],
+            note=note,
+        ),
+        Row.measured(
+            group=GROUP,
+            case="through the gate",
+            metric="round trip",
+            unit="µs",
+            command=command,
+            values=[f.rtt_us for f in gated],
+            note=note,
+        ),
+        Row.measured(
+            group=GROUP,
+            case="gate overhead",
+            metric="round trip added (goal ≤ 300)",
+            unit="µs",
+            command=command,
+            values=[g.rtt_us - d.rtt_us for g, d in zip(gated, direct, strict=True)],
+            note="same run, pairwise",
+        ),
+        Row.measured(
+            group=GROUP,
+            case="gate ÷ direct",
+            metric="round trip ratio",
+            unit="x",
+            command=command,
+            values=[g.rtt_us / d.rtt_us for g, d in zip(gated, direct, strict=True)],
+            note="same run, pairwise",
+        ),
+        Row.measured(
+            group=GROUP,
+            case=f"{mib:.0f} MiB reply",
+            metric="throughput gate ÷ direct (goal ≥ 0.9)",
+            unit="x",
+            command=command,
+            values=[d.transfer_s / g.transfer_s for g, d in zip(gated, direct, strict=True)],
+            note=f"direct {mib / min(f.transfer_s for f in direct):.0f} MiB/s best, "
+            f"gate {mib / min(f.transfer_s for f in gated):.0f} MiB/s best",
+        ),
+    ]
