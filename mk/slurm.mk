@@ -1,5 +1,5 @@
-# A real one-node Slurm on this machine (hack/slurm/: munged, slurmctld, slurmd from Debian) for the Slurm path of
-# the bootstrap, and its tests: tests/slurm (part of `make test`: about 20 s with Slurm's start and stop) and
+# A real Slurm on this machine (hack/slurm/: munged, slurmctld, SLURM_NODES slurmd from Debian) for the Slurm path of
+# the bootstrap, and its tests: tests/slurm (part of `make test`: about 25 s with Slurm's start and stop) and
 # tests/e2e/test_slurm_registration.py (part of the e2e suite: needs the local Kubernetes cluster).
 # Private state under $(SLURM_DIR); what job users must read (slurm.conf, munge socket, spool, job runtime)
 # under $(SLURM_PUBLIC_DIR). See hack/slurm/lib.sh.
@@ -15,7 +15,7 @@ LINT_TARGETS += lint-slurm
 
 .PHONY: slurm-up slurm-down slurm-runtime test-slurm lint-slurm
 
-slurm-up: deps ## Start (or re-check) the one-node Slurm: munged, slurmctld, slurmd; ends with a smoke job
+slurm-up: deps ## Start (or re-check) the local Slurm: munged, slurmctld, SLURM_NODES (2) slurmd; ends with a smoke job
 	@$(SLURM_SH)/up.sh
 
 slurm-down: ## Cancel its jobs, stop munged/slurmctld/slurmd, remove $(SLURM_DIR) and $(SLURM_PUBLIC_DIR)

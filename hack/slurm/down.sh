@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop what hack/slurm/up.sh started and remove its state: jobs cancelled (their processes get scancel's
-# SIGTERM and time to clean up), slurmd, slurmctld and munged stopped by recorded PID, leftover job step daemons
+# SIGTERM and time to clean up), every slurmd, slurmctld and munged stopped by recorded PID, leftover job step daemons
 # of our spool killed, then $SLURM_DIR and $SLURM_PUBLIC_DIR deleted (only when they carry up.sh's marker).
 # Idempotent: with nothing running and nothing left it says so. --daemons-only: stop the daemons, keep the state.
 # shellcheck source=hack/slurm/lib.sh
@@ -16,7 +16,7 @@ if [[ ! -d $SLURM_DIR && ! -d $SLURM_PUBLIC_DIR ]]; then
 fi
 
 # Jobs first, while the controller and slurmd still run, so their processes get SIGTERM like any scancel.
-if (( daemons_only == 0 )) && pid_alive slurmctld && pid_alive slurmd; then
+if (( daemons_only == 0 )) && pid_alive slurmctld; then
   mapfile -t jobs < <(squeue -h -o %i 2>/dev/null)
   if (( ${#jobs[@]} > 0 )); then
     log "cancelling ${#jobs[@]} job(s): ${jobs[*]}"
@@ -39,7 +39,7 @@ stop() {
   rm -f "$RUN/$name.pid"
   log "$name: stopped (pid $pid)"
 }
-stop slurmd
+for f in "$RUN"/slurmd-*.pid; do [[ -e $f ]] && stop "$(basename "$f" .pid)"; done
 stop slurmctld
 
 # Job step daemons (slurmstepd detaches from slurmd) that are still alive: ours are those holding a socket in

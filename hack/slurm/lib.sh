@@ -17,9 +17,11 @@ SLURM_DIR=${SLURM_DIR:-$CACHE_DIR/slurm}
 SLURM_PUBLIC_DIR=${SLURM_PUBLIC_DIR:-/run/arkouda-k8s-slurm}
 SLURM_CTLD_PORT=${SLURM_CTLD_PORT:-6817}
 SLURMD_PORT=${SLURMD_PORT:-6818}
-# Tasks (CPUs) Slurm may place on this one node; more than the machine's cores is fine (config_overrides):
-# the tests ask for several tasks to check the task layout, not for throughput.
-SLURM_NODE_CPUS=${SLURM_NODE_CPUS:-4}
+# Nodes: SLURM_NODES slurmd on this host, node i named and addressed 127.0.0.i (loopback, so ssh and GASNet
+# reach each "node" by its name without DNS), slurmd port SLURMD_PORT+i-1. Each has SLURM_NODE_CPUS CPUs; more
+# than the machine's cores is fine (config_overrides): the tests ask for tasks to check the layout, not for speed.
+SLURM_NODES=${SLURM_NODES:-2}
+SLURM_NODE_CPUS=${SLURM_NODE_CPUS:-2}
 SLURM_PARTITION=${SLURM_PARTITION:-arkouda}
 SLURM_CONF_FILE=$SLURM_PUBLIC_DIR/slurm.conf
 MUNGE_SOCKET=$SLURM_PUBLIC_DIR/munge/munge.socket
@@ -43,3 +45,5 @@ pid_alive() {
 }
 
 recorded_pid() { local pid _; read -r pid _ <"$RUN/$1.pid"; echo "$pid"; }
+
+node_name() { echo "127.0.0.$1"; }

@@ -16,7 +16,6 @@ import os
 import pwd
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -74,10 +73,10 @@ def run(
 
 @dataclass
 class SlurmSite:
-    """The running Slurm: its slurm.conf, node name and the runtime the jobs use."""
+    """The running Slurm: its slurm.conf and its nodes (slurmd on this host, named by their loopback addresses)."""
 
     conf: Path
-    node: str
+    nodes: list[str]
 
     def env(self, **extra: str) -> dict[str, str]:
         return {"PATH": "/usr/sbin:/usr/bin:/bin", "SLURM_CONF": str(self.conf), **extra}
@@ -105,7 +104,9 @@ def slurm_site() -> Iterator[SlurmSite]:
                 if done.returncode != 0:
                     raise AssertionError(f"hack/slurm/{script} failed: {done.stderr.strip().splitlines()[-1:]}")
             log.info("slurm and its job runtime ready in %.1fs", time.monotonic() - t0)
-            yield SlurmSite(conf=PUBLIC_DIR / "slurm.conf", node=socket.gethostname().split(".", 1)[0])
+            conf = PUBLIC_DIR / "slurm.conf"
+            nodes = run(["sinfo", "-h", "-N", "-o", "%N"], env={"PATH": "/usr/bin:/bin", "SLURM_CONF": str(conf)})
+            yield SlurmSite(conf=conf, nodes=sorted(set(nodes.split())))
         finally:
             if not was_up:
                 done = subprocess.run([str(HACK / "down.sh")], capture_output=True, text=True, timeout=300, check=False)
@@ -132,7 +133,7 @@ class ArkoudaJob:
     def text(self) -> str:
         return self.output.read_text() if self.output.exists() else ""
 
-    def submit(self, *, tasks: int) -> str:
+    def submit(self, *, nodes: int, tasks: int) -> str:
         env = self.site.env(
             PATH=f"{RUNTIME}/bin:/usr/bin:/bin",
             HOME="/nonexistent",
@@ -146,11 +147,11 @@ class ArkoudaJob:
             ARKOUDA_STANDIN_SERVER=str(RUNTIME / "arkouda" / "bin" / "arkouda_standin_server"),
             **self.env_extra,
         )
-        # one node with several tasks: the documented script asks for 4 nodes with one task each
+        # the documented script asks for 4 nodes with one task each
         argv = [
             "sbatch",
             "--parsable",
-            "--nodes=1",
+            f"--nodes={nodes}",
             f"--ntasks-per-node={tasks}",
             "--time=10",
             f"--output={self.output}",
@@ -185,7 +186,7 @@ class ArkoudaJob:
     def scancel(self) -> None:
         run(["scancel", self.job_id], user=self.user, env=self.site.env())
 
-    def client(self, *, host: str = "127.0.0.1", expect_locales: int = 1) -> str:
+    def client(self, *, host: str = "127.0.0.1", expect_locales: int) -> str:
         """The stand-in's replay of ak.connect() (pyzmq: connect, getconfig, getRegistrationConfig), run with the
         runtime's Python; its output ends with numLocales=<N>."""
         argv = [
@@ -224,7 +225,8 @@ def arkouda_job(
     site: SlurmSite, *, user: pwd.struct_passwd, base: Path, env_extra: dict[str, str] | None = None
 ) -> Iterator[ArkoudaJob]:
     """The user's ssh directory and a real sshd for the node (as `user`, on a free loopback port), work and job
-    directories; the job is cancelled if the test leaves it running, and the sshd stopped."""
+    directories; the job is cancelled if the test leaves it running, and the sshd stopped. One sshd listening on
+    all addresses answers for every node (they are all loopback addresses of this host)."""
     from arkouda_bootstrap import keys
 
     secret = keys.build_secret_data(release="slurm", with_token=False)
@@ -238,8 +240,9 @@ def arkouda_job(
         ssh_dir.mkdir(mode=0o700)
         (ssh_dir / "id_ed25519").write_bytes(secret[keys.CLIENT_KEY])
         host_key = " ".join(secret[keys.HOST_PUB].decode().split()[:2])
-        # the site's known_hosts: the node by its Slurm name at the sshd's port, nothing trusted on first use
-        (ssh_dir / "known_hosts").write_text(f"[{site.node}]:{ssh_port} {host_key}\n")
+        # the site's known_hosts: every node by its Slurm name at the sshd's port, nothing trusted on first use
+        names = ",".join(f"[{node}]:{ssh_port}" for node in site.nodes)
+        (ssh_dir / "known_hosts").write_text(f"{names} {host_key}\n")
         for d in ("work", "job"):
             (base / d).mkdir()
         for p in (ssh_dir, *ssh_dir.iterdir(), base / "work", base / "job"):

@@ -1,7 +1,8 @@
-"""docs/slurm/arkouda.sbatch on a real Slurm (hack/slurm/up.sh: munged, slurmctld, slurmd; one node, this host,
-with several tasks): submitted by an unprivileged user, the job runs `arkouda-bootstrap server --hosts-from slurm`
-with the stand-in arkouda_server (GASNet's real amudprun, ssh to the node through a real sshd pinned by host key);
-a client's getconfig is answered; scancel ends it: the program gets SIGTERM and nothing of the job is left.
+"""docs/slurm/arkouda.sbatch on a real Slurm (hack/slurm/up.sh: munged, slurmctld and two slurmd, i.e. two nodes
+named 127.0.0.1 and 127.0.0.2 on this host): submitted by an unprivileged user with two nodes of two tasks, the job
+runs `arkouda-bootstrap server --hosts-from slurm` with the stand-in arkouda_server (GASNet's real amudprun,
+one locale per node over ssh through a real sshd pinned by host key); a client's getconfig is answered with
+numLocales 2; scancel ends it: the program gets SIGTERM and nothing of the job is left.
 
 What scancel does here is what it does on any site with proctrack/linuxproc: SIGTERM to every process of the batch
 script at once, amudprun included. amudprun has no handler and dies (status 143); the locales notice the master
@@ -12,6 +13,7 @@ exit (a SIGKILL or a halt leaves it)."""
 
 from __future__ import annotations
 
+import json
 import pwd
 import time
 from collections.abc import Iterator
@@ -29,7 +31,7 @@ from slurmjob import (
     user_processes,
 )
 
-TASKS = 3
+TASKS = 2
 
 
 @pytest.fixture(scope="module")
@@ -55,27 +57,36 @@ def wait_gone(path: Path, *, seconds: float) -> bool:
 
 
 def test_the_documented_batch_script_runs_arkouda_and_scancel_stops_it(job: ArkoudaJob, site: SlurmSite) -> None:
-    job.submit(tasks=TASKS)
+    nodes = len(site.nodes)
+    assert nodes >= 2, f"hack/slurm/up.sh started {site.nodes}: the test wants a multi-node allocation"
+    job.submit(nodes=nodes, tasks=TASKS)
     # the launch report: Slurm's own expansion, the batch host first, the stand-in started through amudprun
-    report = job.wait_output(r"^slurm: 1 nodes \((.*)\); batch host (\S+) \((\S+)\) first: (.*)$").groups()
-    assert f"SLURM_JOB_NODELIST={site.node}" in report[0]
-    assert f"SLURM_TASKS_PER_NODE={TASKS}" in report[0]
-    assert "expanded by scontrol" in report[0]
-    assert report[1] == site.node and report[3] == site.node
-    launched = job.wait_output(r"^launched (\S+) (.*) on 1 hosts \(arkouda\); pid (\d+)$")
+    report = job.wait_output(rf"^slurm: {nodes} nodes \((.*)\); batch host (\S+) \((\S+)\) first: (.*)$").groups()
+    env = dict(item.split("=", 1) for item in report[0].split("; ")[0].split())
+    assert report[0].endswith("; expanded by scontrol")
+    assert env["SLURM_TASKS_PER_NODE"] == f"{TASKS}(x{nodes})"
+    assert report[1] == env["SLURMD_NODENAME"]
+    hosts = report[3].split()
+    assert hosts[0] == report[1]
+    assert sorted(hosts) == site.nodes
+    launched = job.wait_output(rf"^launched (\S+) (.*) on {nodes} hosts \(arkouda\); pid (\d+)$")
     assert launched.group(1) == f"/tmp/arkouda-{job.job_id}/arkouda_server"  # the sbcast copy
-    assert "-nl 1" in launched.group(2)
-    job.wait_output(r"ssh probe: all 1 hosts answered")
-    job.wait_output(r"STAND-IN.*1 locales from the GASNet job")
+    assert f"-nl {nodes}" in launched.group(2)
+    job.wait_output(rf"ssh probe: all {nodes} hosts answered")
+    job.wait_output(rf"STAND-IN.*{nodes} locales from the GASNet job")
+    # every locale ran on its own node, reached over ssh at that node's address, in the bootstrap's order
+    gasnet = json.loads(job.wait_output(r"^ARKOUDA-STANDIN-GASNET-LOCALES (.*)$").group(1))
+    assert [locale["sshAddress"] for locale in gasnet["locales"]] == hosts
+    assert gasnet["spawner"]["GASNET_SSH_SERVERS"] == " ".join(hosts)
 
-    answer = job.client()
-    assert answer.strip().splitlines()[-1] == "numLocales=1"
+    answer = job.client(expect_locales=nodes)
+    assert answer.strip().splitlines()[-1] == f"numLocales={nodes}"
     # the server's own log in the job's output: getconfig asked and answered
     job.wait_output(r">>> 'getconfig'")
     job.wait_output(r"<<< getconfig took")
     assert site.job_state(job.job_id) == "RUNNING"
     info = job.base / "work" / "connection-info"
-    assert info.read_text().split()[:2] == [site.node, str(job.server_port)]
+    assert info.read_text().split()[1] == str(job.server_port)
 
     job.scancel()
     state = job.wait_finished()
@@ -96,7 +107,7 @@ def test_the_documented_batch_script_runs_arkouda_and_scancel_stops_it(job: Arko
 
 def test_a_job_without_pinned_host_key_fails_in_one_line(job: ArkoudaJob) -> None:
     (job.base / "ssh" / "known_hosts").write_text("")
-    job.submit(tasks=1)
+    job.submit(nodes=1, tasks=1)
     state = job.wait_finished(timeout=90)
     out = job.text()
     assert state == "FAILED", out
