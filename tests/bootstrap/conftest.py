@@ -183,6 +183,30 @@ def sshds() -> Iterator[list[LocaleSshd]]:
         s.stop()
 
 
+def start_as(
+    user: pwd.struct_passwd,
+    sshds: list[LocaleSshd],
+    *,
+    secret_dir: Path,
+    state_dir: Path,
+    port: int | None = None,
+    extra_args: tuple[str, ...] = (),
+    wait: bool = True,
+) -> LocaleSshd:
+    """start_locale as `user` on `port` (default: a free one), stopped at teardown with the test's other sshds."""
+    sshd = start_locale(
+        uid=user.pw_uid,
+        gid=user.pw_gid,
+        secret_dir=secret_dir,
+        state_dir=state_dir,
+        port=free_port() if port is None else port,
+        extra_args=extra_args,
+        wait=wait,
+    )
+    sshds.append(sshd)
+    return sshd
+
+
 @pytest.fixture
 def loopback_sshd(
     test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
@@ -190,14 +214,5 @@ def loopback_sshd(
     """The test Secret mounted at shared_dir/secret and one real sshd started by `locale` from it as the test
     user: it answers on the returned port for every loopback address, i.e. for all the "pods" or "nodes"."""
     secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
-    port = free_port()
-    sshds.append(
-        start_locale(
-            uid=test_user.pw_uid,
-            gid=test_user.pw_gid,
-            secret_dir=secret_dir,
-            state_dir=shared_dir / "locale-state",
-            port=port,
-        )
-    )
-    return secret_dir, port
+    sshd = start_as(test_user, sshds, secret_dir=secret_dir, state_dir=shared_dir / "locale-state")
+    return secret_dir, sshd.port

@@ -15,7 +15,7 @@ import paramiko
 import pytest
 from arkouda_bootstrap import keys, ssh, sshprobe
 from arkouda_bootstrap.errors import BootstrapError
-from conftest import LocaleSshd, free_port, start_locale, write_kubelet_secret
+from conftest import LocaleSshd, start_as, write_kubelet_secret
 from test_key_lifecycle import RELEASE_ID, release_secret
 from test_server_flow import run_server_as
 
@@ -62,15 +62,9 @@ def reloading_locale(
     """A locale on a kubelet-style Secret volume, checking it every second."""
     data = release_secret()
     volume = write_kubelet_secret(shared_dir / "secret", data)
-    sshd = start_locale(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        secret_dir=volume,
-        state_dir=shared_dir / "state",
-        port=free_port(),
-        extra_args=("--secret-poll-seconds", "1"),
+    sshd = start_as(
+        test_user, sshds, secret_dir=volume, state_dir=shared_dir / "state", extra_args=("--secret-poll-seconds", "1")
     )
-    sshds.append(sshd)
     return sshd, volume, data
 
 

@@ -9,7 +9,7 @@ import pwd
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from arkouda_bootstrap import keys, ssh, sshprobe
 from arkouda_bootstrap.config import SshTuning
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.sshd import KeyPaths
-from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
+from conftest import LocaleSshd, free_port, start_as, write_secret_dir
 
 FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
 
@@ -55,25 +55,22 @@ def probe_pods(
     )
 
 
-def start_tuned_locale(
-    test_user: pwd.struct_passwd,
-    shared_dir: Path,
-    secret_data: dict[str, bytes],
-    sshds: list[LocaleSshd],
-    *extra_args: str,
-) -> LocaleSshd:
-    """A real unprivileged sshd started by `locale` (with extra flags such as kex/cipher limits), stopped at
-    teardown."""
-    sshd = start_locale(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        secret_dir=write_secret_dir(shared_dir / "secret", secret_data),
-        state_dir=shared_dir / "state",
-        port=free_port(),
-        extra_args=extra_args,
-    )
-    sshds.append(sshd)
-    return sshd
+TunedLocale = Callable[..., LocaleSshd]
+
+
+@pytest.fixture
+def tuned_locale(
+    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
+) -> TunedLocale:
+    """Starts a real unprivileged sshd by `locale` from the test Secret, with extra flags such as kex/cipher
+    limits (`tuned_locale("--ciphers", ...)`); stopped at teardown."""
+
+    def start(*extra_args: str) -> LocaleSshd:
+        secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
+        state_dir = shared_dir / "state"
+        return start_as(test_user, sshds, secret_dir=secret_dir, state_dir=state_dir, extra_args=extra_args)
+
+    return start
 
 
 class BackgroundProbe:
@@ -104,10 +101,8 @@ class BackgroundProbe:
 
 
 @pytest.fixture
-def locale_sshd(
-    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
-) -> LocaleSshd:
-    return start_tuned_locale(test_user, shared_dir, secret_data, sshds)
+def locale_sshd(tuned_locale: TunedLocale) -> LocaleSshd:
+    return tuned_locale()
 
 
 def test_locale_writes_strict_sshd_config_accepted_by_sshd_t(locale_sshd: LocaleSshd) -> None:
@@ -219,14 +214,8 @@ def test_probe_waits_for_a_pod_to_roll_onto_the_rotated_host_key(
     # the rotation changed the host key only, so the client key stays authorized
     new.update({f: secret_data[f] for f in (keys.CLIENT_KEY, keys.CLIENT_PUB, keys.AUTHORIZED_KEYS)})
     port = free_port()
-    old_sshd = start_locale(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        secret_dir=write_secret_dir(shared_dir / "secret-old", secret_data),
-        state_dir=shared_dir / "state-old",
-        port=port,
-    )
-    sshds.append(old_sshd)
+    old_secret = write_secret_dir(shared_dir / "secret-old", secret_data)
+    old_sshd = start_as(test_user, sshds, secret_dir=old_secret, state_dir=shared_dir / "state-old", port=port)
     probe = BackgroundProbe(
         caplog,
         hosts=[ssh.Host("127.0.0.1", "arkouda-locale-1")],
@@ -238,16 +227,8 @@ def test_probe_waits_for_a_pod_to_roll_onto_the_rotated_host_key(
     )
     probe.wait_for_log("serves an older host key of this release")
     old_sshd.stop()
-    sshds.append(
-        start_locale(
-            uid=test_user.pw_uid,
-            gid=test_user.pw_gid,
-            secret_dir=write_secret_dir(shared_dir / "secret-new", new),
-            state_dir=shared_dir / "state-new",
-            port=port,
-            wait=False,
-        )
-    )
+    new_secret = write_secret_dir(shared_dir / "secret-new", new)
+    start_as(test_user, sshds, secret_dir=new_secret, state_dir=shared_dir / "state-new", port=port, wait=False)
     assert probe.join() == [], (shared_dir / f"locale-{port}.log").read_text()
     assert "all 1 hosts answered" in caplog.text
 
@@ -285,16 +266,7 @@ def test_probe_retries_until_sshd_listens(
     )
     # start sshd only after the probe has failed at least once (connection refused)
     probe.wait_for_log("attempt 2/30")
-    sshds.append(
-        start_locale(
-            uid=test_user.pw_uid,
-            gid=test_user.pw_gid,
-            secret_dir=secret_dir,
-            state_dir=shared_dir / "state",
-            port=port,
-            wait=False,
-        )
-    )
+    start_as(test_user, sshds, secret_dir=secret_dir, state_dir=shared_dir / "state", port=port, wait=False)
     assert probe.join() == []
     assert "Connection refused" in caplog.text or "connect to" in caplog.text
     assert "all 1 hosts answered" in caplog.text
@@ -375,20 +347,14 @@ def test_real_ssh_rejects_wrong_host_key_even_when_spawner_says_no(
 
 
 def test_overridden_kex_is_used_by_ssh_and_probe_still_works(
-    test_user: pwd.struct_passwd,
-    shared_dir: Path,
     secret_data: dict[str, bytes],
-    sshds: list[LocaleSshd],
+    tuned_locale: TunedLocale,
     tmp_path: Path,
 ) -> None:
     """A site restoring the post-quantum exchange gets it on the real ssh; the probe keeps working through
     curve25519-sha256@libssh.org."""
     pq = "sntrup761x25519-sha512@openssh.com,curve25519-sha256@libssh.org"
-    sshd = start_tuned_locale(
-        test_user,
-        shared_dir,
-        secret_data,
-        sshds,
+    sshd = tuned_locale(
         "--kex-algorithms",
         pq,
         "--ciphers",
@@ -421,17 +387,13 @@ def test_overridden_kex_is_used_by_ssh_and_probe_still_works(
 
 
 def test_probe_without_common_kex_is_fatal_with_advice(
-    test_user: pwd.struct_passwd,
-    shared_dir: Path,
     secret_data: dict[str, bytes],
-    sshds: list[LocaleSshd],
+    tuned_locale: TunedLocale,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
-    sshd = start_tuned_locale(
-        test_user, shared_dir, secret_data, sshds, "--kex-algorithms", "sntrup761x25519-sha512@openssh.com"
-    )
+    sshd = tuned_locale("--kex-algorithms", "sntrup761x25519-sha512@openssh.com")
     with pytest.raises(BootstrapError, match="global.sshKexAlgorithms"):
         probe_pods(sshd, secret_data, tmp_path)
     assert "attempt 2/3" not in caplog.text
@@ -440,28 +402,24 @@ def test_probe_without_common_kex_is_fatal_with_advice(
 @pytest.mark.parametrize("cipher", ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com"])
 def test_probe_succeeds_with_each_cipher_the_sshd_is_limited_to(
     cipher: str,
-    test_user: pwd.struct_passwd,
-    shared_dir: Path,
     secret_data: dict[str, bytes],
-    sshds: list[LocaleSshd],
+    tuned_locale: TunedLocale,
     tmp_path: Path,
 ) -> None:
-    sshd = start_tuned_locale(test_user, shared_dir, secret_data, sshds, "--ciphers", cipher)
+    sshd = tuned_locale("--ciphers", cipher)
     assert f"Ciphers {cipher}\n" in (sshd.state_dir / "sshd_config").read_text()
     probe_pods(sshd, secret_data, tmp_path)
 
 
 def test_probe_of_an_sshd_limited_to_chacha20_names_the_values_keys(
-    test_user: pwd.struct_passwd,
-    shared_dir: Path,
     secret_data: dict[str, bytes],
-    sshds: list[LocaleSshd],
+    tuned_locale: TunedLocale,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """paramiko has no chacha20-poly1305; the launcher's OpenSSH would, but the probe must say what to keep."""
     caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
-    sshd = start_tuned_locale(test_user, shared_dir, secret_data, sshds, "--ciphers", "chacha20-poly1305@openssh.com")
+    sshd = tuned_locale("--ciphers", "chacha20-poly1305@openssh.com")
     with pytest.raises(BootstrapError) as err:
         probe_pods(sshd, secret_data, tmp_path)
     message = str(err.value)
