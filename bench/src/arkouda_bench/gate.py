@@ -2,9 +2,10 @@
 loopback, in the same run as the direct connection.
 
 A pyzmq REP server stands in for arkouda_server's client port (it answers each request at once; a request of
-b"big" gets GATE_TRANSFER_BYTES back), a pyzmq REQ client plays Arkouda's client. The gate is the product's
-own code (arkouda_bootstrap.gate.Gate) in this process, its controller told by a test double of the pod watch
-that the server pod is Ready at 127.0.0.1, so it splices every connection at once. Rows:
+b"big" gets GATE_TRANSFER_BYTES back), a pyzmq REQ client plays Arkouda's client. The gate is the
+product's own code (arkouda_bootstrap.gate.Gate) in a process of its own, its controller told by a test
+double of the pod watch that the server pod is Ready at 127.0.0.1, so it splices every connection at once.
+Rows:
 
 - round trip of a small request, direct and through the gate (µs, median of the repeats; each repeat is the
   mean of GATE_ROUND_TRIPS requests) and the gate's overhead (µs and the ratio through/direct);
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import threading
 import time
 from collections.abc import Iterator
@@ -66,7 +68,22 @@ class _ReplyServer:
 
 @contextlib.contextmanager
 def _gate(server_port: int) -> Iterator[int]:
-    """The product's Gate in a thread, awake, splicing to 127.0.0.1:server_port; yields its port."""
+    """The product's Gate in its own process (as in its pod: no interpreter shared with the client), awake,
+    splicing to 127.0.0.1:server_port; yields its port."""
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited ZeroMQ context or threads
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_gate_process, args=(server_port, child), daemon=True)
+    proc.start()
+    try:
+        if not parent.poll(30):
+            raise RuntimeError("the gate process did not start listening within 30 s")
+        yield int(parent.recv())
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
+def _gate_process(server_port: int, conn: Any) -> None:
     settings = GateSettings(
         namespace="bench",
         pod_name="bench-gate",
@@ -88,6 +105,7 @@ def _gate(server_port: int) -> Iterator[int]:
         clock=time.monotonic,
     )
     controller.start()
+    # test double of the pod watch: the server pod is Ready at 127.0.0.1
     ready = PodInfo(
         name="bench-arkouda-server-0",
         labels={"app.kubernetes.io/component": "server"},
@@ -96,19 +114,16 @@ def _gate(server_port: int) -> Iterator[int]:
         conditions=(PodCondition(type="Ready", status="True"),),
     )
     controller.on_pods(PodList(pods=(ready,), resource_version="1"))
-    loop = asyncio.new_event_loop()
-    gate = Gate(controller=controller, traffic=traffic, clock=time.monotonic)
-    thread = threading.Thread(
-        target=loop.run_until_complete, args=(gate.serve(host="127.0.0.1", port=0),), daemon=True
-    )
-    thread.start()
-    if not gate.listening.wait(10):
-        raise RuntimeError("the gate did not start listening")
-    try:
-        yield gate.port
-    finally:
-        loop.call_soon_threadsafe(gate.stop)
-        thread.join(10)
+
+    async def main() -> None:
+        gate = Gate(controller=controller, traffic=traffic, clock=time.monotonic)
+        serving = asyncio.get_running_loop().create_task(gate.serve(host="127.0.0.1", port=0))
+        while not gate.listening.is_set():
+            await asyncio.sleep(0.01)
+        conn.send(gate.port)
+        await serving
+
+    asyncio.run(main())
 
 
 class _AwakeScale:
