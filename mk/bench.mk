@@ -50,9 +50,11 @@ bench-launch: venv ## amudprun start → all locales past the GASNet barrier, ss
 	  $(BENCH_PY) launch --locales $(BENCH_LAUNCH_LOCALES) --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/launch-prepare.log)"; \
 	fi
 
-# The idle gate against a direct connection, on loopback (no cluster): the product's Gate in-process, pyzmq REQ/REP.
-bench-gate: venv ## idle gate rows: round-trip overhead per request and 256 MiB throughput, gate vs direct (BENCH_GATE_REPEATS)
-	@$(BENCH_PY) gate --repeats $(BENCH_GATE_REPEATS)
+# The idle gate against a direct connection, on loopback (the product's Gate in a process of its own, pyzmq
+# REQ/REP); BENCH_GATE_CLUSTER=1 adds the local node's rows (wake → first reply, idle → pods gone; needs
+# KUBECONFIG and the images loaded, i.e. make e2e-prepare).
+bench-gate: venv ## idle gate rows: round-trip overhead and 256 MiB throughput vs direct; BENCH_GATE_CLUSTER=1: wake/sleep on the node
+	@$(BENCH_PY) gate --repeats $(BENCH_GATE_REPEATS) $(if $(BENCH_GATE_CLUSTER),--cluster)
 
 bench-report: venv ## Merge the bench parts into $(RESULTS_DIR)/bench.{csv,json} and print the table
 	@$(BENCH_PY) report

@@ -116,6 +116,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--repeats", type=_positive, default=5)
     g.add_argument("--round-trips", type=_positive, default=2000, help="requests per repeat")
+    g.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also the local node's rows: wake → first reply, idle → pods gone (KUBECONFIG, images loaded)",
+    )
+    g.add_argument(
+        "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
+    )
+    g.add_argument("--not-run", metavar="REASON", default="", help=argparse.SUPPRESS)
 
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(
@@ -205,7 +214,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _gate_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
     from arkouda_bench import gate  # noqa: PLC0415
 
-    return gate.run(repeats=args.repeats, command=command, round_trips=args.round_trips)
+    rows = gate.run(repeats=args.repeats, command=command, round_trips=args.round_trips)
+    if args.cluster:
+        from arkouda_bench import gatecluster  # noqa: PLC0415
+
+        kubeconfig, reason = _kubeconfig_reason(args)
+        if kubeconfig is None:
+            raise BenchSetupError(f"--cluster: {reason}")
+        rows += gatecluster.run(
+            kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
+        )
+    return rows
 
 
 def _kubeconfig_reason(args: argparse.Namespace) -> tuple[Path | None, str]:
