@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 import zmq
 from arkouda_bootstrap.config import GateSettings
+from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.events import EventRecorder
-from arkouda_bootstrap.gate import Gate
+from arkouda_bootstrap.gate import Gate, run_gate
 from arkouda_bootstrap.idle import Traffic
 from arkouda_bootstrap.kube import PodCondition, PodInfo, PodList, PodRef
 from arkouda_bootstrap.sleepwake import Controller
+from conftest import free_port
 from fakes import FakeKube, make_pod
 
 SERVER, LOCALE = "r-arkouda-server", "r-arkouda-locale"
@@ -203,3 +205,36 @@ def test_a_wake_past_its_deadline_answers_the_client_with_an_arkouda_error_namin
         assert gate.api.replicas == {SERVER: 0, LOCALE: 0}
         reasons = [e.reason for e in gate.api.created_events]
         assert reasons[:3] == ["Asleep", "Waking", "WakeTimeout"]
+
+
+def test_run_gate_wires_the_pod_watch_the_splice_and_a_refused_watch_ends_it(echo: EchoServer) -> None:
+    """run_gate as the CLI calls it, on FakeKube: the listed server pod is where clients go; a watch the API
+    refuses (RBAC) ends the gate with that one line."""
+    s = GateSettings(**{**settings().__dict__, "server_port": echo.port, "listen_port": free_port()})
+    api = FakeKube(
+        replicas={SERVER: 1, LOCALE: 1},
+        pods={f"{SERVER}-0": server_pod(), s.pod_name: make_pod(s.pod_name)},
+        block=True,
+    )
+    outcome: list[BaseException | int] = []
+
+    def target() -> None:
+        try:
+            outcome.append(run_gate(api, s))
+        except BaseException as exc:  # the thread's result, checked below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not any(op == "watch_pods" for op, _ in api.calls):
+        assert time.monotonic() < deadline, api.calls
+        time.sleep(0.02)
+    with req(s.listen_port) as sock:
+        sock.send(b"through run_gate")
+        assert sock.recv() == b"through run_gate"
+    api.script(BootstrapError("missing RBAC: watch pods in namespace ns"))
+    thread.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)
+    assert str(outcome[0]) == "missing RBAC: watch pods in namespace ns"
+    assert ("get_pod", s.pod_name) in api.calls  # for the uid of its Events

@@ -352,8 +352,9 @@ def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float]
     async def main() -> None:
         loop = asyncio.get_running_loop()
         gate = Gate(controller=controller, traffic=traffic, clock=clock)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, gate.stop)
+        if threading.current_thread() is threading.main_thread():  # signal handlers: main thread only (tests)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, gate.stop)
         threading.Thread(target=_watch, args=(api, settings, loop, gate), name="gate-pod-watch", daemon=True).start()
         await gate.serve(host=settings.listen_host, port=settings.listen_port)
 
