@@ -26,6 +26,13 @@ def image_config(image: str) -> dict[str, Any]:
     return cfg
 
 
+def image_rootfs(image: str) -> dict[str, Any]:
+    """The image's layer list (``type``, ``diff_ids`` bottom up)."""
+    info = json.loads(sh("buildah", "inspect", "--type", "image", image))
+    rootfs: dict[str, Any] = info["OCIv1"]["rootfs"]
+    return rootfs
+
+
 @contextlib.contextmanager
 def mounted(image: str) -> Iterator[Path]:
     """The image's root filesystem (a writable overlay on a working container removed afterwards)."""

@@ -1,6 +1,7 @@
 """`make images` is cached: right after it ran (test-images depends on images-build), building again with
-unchanged inputs must not rebuild anything, GASNet included; a GASNet archive that is not the pinned release
-is refused in one line naming GASNET_ARCHIVE."""
+unchanged inputs must not rebuild anything, GASNet and the runtime base included; both images are built on the
+runtime base's layers; a GASNet archive that is not the pinned release is refused in one line naming
+GASNET_ARCHIVE."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, image_name, versions
+
+import oci
 
 
 def images_env() -> dict[str, str]:
@@ -37,6 +40,38 @@ def test_second_build_is_a_no_op(name: str) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert f"{image_name(name)} is up to date" in res.stdout
+
+
+def runtime_image() -> str:
+    prefix, _, tag = image_name("arkouda").rpartition(":")
+    return f"{prefix.rsplit('/', 1)[0]}/runtime:{tag}"
+
+
+def layers(image: str) -> list[str]:
+    diff_ids: list[str] = oci.image_rootfs(image)["diff_ids"]
+    return diff_ids
+
+
+@pytest.mark.usefixtures("arkouda_image", "mpi_image")
+@pytest.mark.parametrize("name", ["arkouda", "mpi"])
+def test_both_images_start_from_the_one_runtime_base(name: str) -> None:
+    """The user, sshd, tini and bootstrap layers are the runtime base's own, shared, not a copy per image."""
+    base = layers(runtime_image())
+    assert layers(image_name(name))[: len(base)] == base
+
+
+@pytest.mark.usefixtures("arkouda_image", "mpi_image")
+def test_second_runtime_build_is_a_no_op() -> None:
+    res = subprocess.run(
+        [str(REPO / "docker" / "images.sh"), "runtime"],
+        env=images_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert f"{runtime_image()} is up to date" in res.stdout
 
 
 @pytest.mark.usefixtures("arkouda_image")
