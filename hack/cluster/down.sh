@@ -11,6 +11,10 @@ if [[ ! -d "$CLUSTER_DIR" ]]; then log "nothing to do: $CLUSTER_DIR does not exi
 [[ "$(cat "$CLUSTER_DIR/.arkouda-k8s-cluster" 2>/dev/null)" == "$CLUSTER_DIR" ]] ||
   die "$CLUSTER_DIR has no marker of ours (.arkouda-k8s-cluster): refusing to delete it"
 
+phase multus
+# Multus' link in the CNI bin dir, its bridges, veths and chains (while the API and the nodes' netns exist)
+"$CLUSTER_HACK/multus.sh" down || log "multus.sh down failed: continuing the teardown"
+
 phase extra-nodes
 # 0. The extra nodes (node.sh), each with its pods, processes, netns, routes, cgroups and state.
 for i in $(extra_nodes); do "$CLUSTER_HACK/node.sh" remove "$i"; done

@@ -195,10 +195,10 @@ JSON
   log "node $n: multus in $conf_dir (default network $(basename "$default")), $NET1_NAME on $NET1_BRIDGE, 10.250.$n.0/24"
 }
 
-# check: a pod asking for arkouda-net1 gets an address there in its network-status annotation (and the same
-# pod network as without Multus)
+# check: on every node a pod asking for arkouda-net1 gets a 10.250.x address in its network-status annotation,
+# and the first one fetches a page from every other one at that address (across nodes: one L2 segment)
 check() {
-  local ns="multus-check-$$" status
+  local ns="multus-check-$$" node i=0 status ip first="" names=()
   kubectl_ create namespace "$ns" >/dev/null
   # shellcheck disable=SC2064
   trap "kubectl_ delete namespace '$ns' --wait=false >/dev/null 2>&1 || true" RETURN
@@ -206,26 +206,39 @@ check() {
 apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
 metadata: {name: $NET1_NAME}
----
+YAML
+  for node in $(kubectl_ get nodes -o jsonpath='{.items[*].metadata.name}'); do
+    kubectl_ -n "$ns" apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Pod
 metadata:
-  name: check
+  name: check-$i
   annotations: {k8s.v1.cni.cncf.io/networks: $NET1_NAME}
 spec:
+  nodeName: $node
   automountServiceAccountToken: false
-  containers: [{name: c, image: "$SMOKE_IMAGE", imagePullPolicy: Never, args: [sleep, "600"]}]
   terminationGracePeriodSeconds: 0
+  containers: [{name: c, image: "$SMOKE_IMAGE", imagePullPolicy: Never, args: [httpd, -f, -p, "8080", -h, /www]}]
 YAML
-  if ! kubectl_ -n "$ns" wait --for condition=Ready --timeout=60s pod/check >/dev/null; then
-    kubectl_ -n "$ns" describe pod check | tail -15 >&2
-    die "a pod with the $NET1_NAME attachment did not start (see $LOGS/multus-node-*.log and the Events above)"
-  fi
-  status="$(kubectl_ -n "$ns" get pod check -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}')"
-  if ! grep -q "\"$ns/$NET1_NAME\"" <<<"$status" || ! grep -q '"10\.250\.' <<<"$status"; then
-    die "the check pod's network-status has no 10.250.x address on $ns/$NET1_NAME: $status"
-  fi
-  log "check: a pod on $NET1_NAME got $(grep -o '"10\.250\.[0-9.]*"' <<<"$status" | head -1) (network-status)"
+    names+=("check-$i")
+    i=$((i + 1))
+  done
+  for name in "${names[@]}"; do
+    if ! kubectl_ -n "$ns" wait --for condition=Ready --timeout=90s "pod/$name" >/dev/null; then
+      kubectl_ -n "$ns" describe pod "$name" | tail -15 >&2
+      die "pod $name with the $NET1_NAME attachment did not start (see $LOGS/multus-node-*.log and the Events above)"
+    fi
+    status="$(kubectl_ -n "$ns" get pod "$name" -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}')"
+    ip="$(tr -d ' \n' <<<"$status" | grep -o "\"name\":\"$ns/$NET1_NAME\"[^}]*\"ips\":\[\"10\.250\.[0-9.]*" | grep -o '10\.250\.[0-9.]*')" ||
+      die "pod $name: its network-status has no 10.250.x address on $ns/$NET1_NAME: $status"
+    if [[ -z "$first" ]]; then
+      first="$name"
+    elif ! kubectl_ -n "$ns" exec "$first" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 $ip 8080" |
+      grep -q '^HTTP/1.[01] 200'; then
+      die "pod $first cannot fetch a page from $name at $ip ($NET1_NAME): the nodes' akk8s1 bridges are not one segment"
+    fi
+    log "check: $name on $(kubectl_ -n "$ns" get pod "$name" -o jsonpath='{.spec.nodeName}') got $ip on $NET1_NAME${first:+ (reached from $first)}"
+  done
 }
 
 up() {

@@ -242,6 +242,10 @@ done
 phase images
 "$CLUSTER_HACK/load-images.sh"
 
+phase multus
+# Multus + the secondary network arkouda-net1 on every node (multus.sh, README); CLUSTER_MULTUS=0 leaves it out
+[[ "${CLUSTER_MULTUS:-1}" == 0 ]] || "$CLUSTER_HACK/multus.sh" up
+
 phase smoke
 "$CLUSTER_HACK/smoke.sh"
 phase_end
