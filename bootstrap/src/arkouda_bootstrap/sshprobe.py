@@ -11,6 +11,7 @@ starts faster without it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -103,6 +104,34 @@ def _quiet_paramiko() -> None:
         library.setLevel(logging.CRITICAL)
 
 
+class _QuickAckSocket(socket.socket):
+    """A socket that acknowledges what it read at once. sshd sets no TCP_NODELAY on a non-interactive session:
+    after auth it sends its hostkeys-00 GLOBAL_REQUEST (nothing to answer), and Nagle then holds the
+    CHANNEL_OPEN_CONFIRMATION until our ACK, which the kernel delays by 40 ms. paramiko waits for that
+    confirmation before it sends the exec, so every probe paid the 40 ms (our earlier client pipelined the open
+    behind the auth instead). Linux falls back to delayed ACKs on its own, hence the option after every read."""
+
+    @classmethod
+    def adopt(cls, sock: socket.socket) -> socket.socket:
+        if _TCP_QUICKACK is None:
+            return sock
+        timeout = sock.gettimeout()
+        adopted = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        adopted.settimeout(timeout)
+        return adopted
+
+    def recv(self, bufsize: int, flags: int = 0, /) -> bytes:
+        data = super().recv(bufsize, flags)
+        if data and _TCP_QUICKACK is not None:
+            # an error here means the connection is going away; the next read reports it
+            with contextlib.suppress(OSError):
+                self.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+        return data
+
+
+_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+
+
 def probe(
     address: str,
     *,
@@ -127,6 +156,7 @@ def probe(
         raise TransientProbeError(f"{where}: cannot connect to port {port}: {exc.strerror or exc}") from None
     # small request/reply exchanges: do not let Nagle hold our packets back for the server's delayed ACK
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock = _QuickAckSocket.adopt(sock)
     transport = paramiko.Transport(sock)
     options = transport.get_security_options()
     options.kex = KEX_ALGORITHMS
@@ -195,6 +225,10 @@ def probe(
         raise _translate(exc, transport.get_exception(), where=where, phase=phase) from None
     finally:
         watchdog.cancel()
+        # paramiko closes the socket while its thread still waits in recv() there, which keeps the connection
+        # (and the locale's sshd session) open until that wait times out, 0.1 s later; a shutdown ends it now.
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
         transport.close()
 
 
