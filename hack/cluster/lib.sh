@@ -159,14 +159,21 @@ start() {
   local name="$1" exe="$2"; shift 2
   if pid_alive "$name"; then log "$name already running (pid $(cut -d' ' -f1 "$RUN/$name.pid"))"; return 0; fi
   [[ -x "$exe" ]] || die "$exe is missing: run 'make cluster-tools'"
-  # 9>&-: the daemon must not inherit cluster_lock's fd, or it holds the lock for its whole life and every later
-  # cluster-up/down waits forever.
+  # The daemon must not inherit any open file beyond stdio: a lock fd of whoever started us (cluster_lock's fd 9,
+  # or the fd of a `flock FILE make cluster-up` wrapper) would stay locked for the daemon's whole life, and every
+  # later cluster-up/down or lock user would wait forever.
   # START_NETNS: run it in that network namespace (an extra node); nsenter execs the binary, so the recorded PID
   # is the daemon's own. Only the network namespace is entered: mounts (volumes, rootfs) stay shared with the
   # host, as for node 0.
   local pre=()
   [[ -n "${START_NETNS:-}" ]] && pre=(nsenter "--net=/run/netns/$START_NETNS" --)
-  setsid "${pre[@]}" "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
+  (
+    for fd in /proc/self/fd/*; do
+      fd="${fd##*/}"
+      if (( fd > 2 )); then eval "exec ${fd}>&-" 2>/dev/null || true; fi
+    done
+    exec setsid "${pre[@]}" "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
+  ) &
   echo "$! $exe" >"$RUN/$name.pid"
   log "$name started (pid $!, log $LOGS/$name.log)"
 }
