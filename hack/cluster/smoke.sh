@@ -70,15 +70,17 @@ spec:
       exit 1
     securityContext: $sc
 YAML
+# The container's exit code, not the pod phase: the kubelet reports a terminal phase only once the sandbox is torn
+# down (CNI DEL), which says nothing about the path under test.
 for _ in $(seq 1 120); do
-  phase_="$(kubectl_ -n "$ns" get pod client -o jsonpath='{.status.phase}')"
-  [[ "$phase_" == Succeeded || "$phase_" == Failed ]] && break
+  phase_="$(kubectl_ -n "$ns" get pod client -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')"
+  [[ -n "$phase_" ]] && break
   sleep 0.5
 done
 out="$(kubectl_ -n "$ns" logs client 2>&1 || true)"
-if [[ "$phase_" != Succeeded || "$out" != *"arkouda-k8s cluster smoke"* ]]; then
+if [[ "$phase_" != 0 || "$out" != *"arkouda-k8s cluster smoke"* ]]; then
   kubectl_ -n "$ns" get pods,svc,endpointslices -o wide >&2 || true
-  die "smoke: client pod could not fetch http://web.$ns.svc.$CLUSTER_DOMAIN/ (phase '$phase_', output: $out) — check $LOGS/coredns.log and $LOGS/kube-proxy.log"
+  die "smoke: client pod could not fetch http://web.$ns.svc.$CLUSTER_DOMAIN/ (exit code '$phase_', output: $out) — check $LOGS/coredns.log and $LOGS/kube-proxy.log"
 fi
 kubectl_ delete namespace "$ns" --wait=false >/dev/null
 log "smoke: pod (${client_node:-$web_node}) -> Service DNS name -> pod ($web_node) works under PodSecurity restricted ($(( $(date +%s) - start ))s)"
