@@ -102,12 +102,10 @@ def test_an_idle_release_goes_to_zero_pods_and_its_service_stays(kube: Kube, ns:
     # the Service stays, and now reaches the gate
     svc = kube.core.read_namespaced_service(SERVICE, ns)
     assert svc.spec.selector["app.kubernetes.io/component"] == "gate"
-    slices = kube.api.call_api(
-        f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", "GET",
-        query_params=[("labelSelector", f"kubernetes.io/service-name={SERVICE}")],
-        response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True)
-    addresses = [a for s in slices["items"] for e in s.get("endpoints") or [] for a in e["addresses"]]
-    assert len(addresses) == 1, slices
+    slices = client.DiscoveryV1Api(kube.api).list_namespaced_endpoint_slice(
+        ns, label_selector=f"kubernetes.io/service-name={SERVICE}").items
+    addresses = [a for s in slices for e in s.endpoints or [] for a in e.addresses]
+    assert len(addresses) == 1, slices  # the gate pod
 
 
 def test_a_client_of_the_sleeping_release_gets_its_first_reply_without_reconnecting(kube: Kube, ns: str) -> None:
