@@ -42,7 +42,7 @@ def ns(kube: Kube, make_namespace: Any) -> str:
             raise
         # like test_multinode on one node: a cluster without Multus (kind in chart CI) cannot run this module
         reason = ("the cluster has no NetworkAttachmentDefinition CRD, so no Multus: the local cluster installs it "
-                  "(hack/cluster/multus.sh up, run by make cluster-up unless CLUSTER_MULTUS=0)")
+                  "(hack/cluster/multus.sh up, or CLUSTER_MULTUS=1 make cluster-up)")
         print(f"SKIP test_secondary_network: {reason}")
         pytest.skip(reason)
     name: str = make_namespace("ak-net1")
