@@ -201,7 +201,7 @@ check() {
   local ns="multus-check-$$" node i=0 status ip first="" names=()
   kubectl_ create namespace "$ns" >/dev/null
   # shellcheck disable=SC2064
-  trap "kubectl_ delete namespace '$ns' --wait=false >/dev/null 2>&1 || true" RETURN
+  trap "kubectl_ delete namespace '$ns' --wait=false >/dev/null 2>&1 || true" RETURN EXIT
   kubectl_ -n "$ns" apply -f - >/dev/null <<YAML
 apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
