@@ -42,6 +42,7 @@ def test_reasons_and_types() -> None:
         ("Awake", "Normal"),
         ("WakeTimeout", "Warning"),
         ("SecondaryNetworkMissing", "Warning"),
+        ("LeftoversEnded", "Normal"),
     ]
     assert all(e.pod == POD for e in api.created_events)
 

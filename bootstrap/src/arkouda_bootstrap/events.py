@@ -49,6 +49,8 @@ class Reason(StrEnum):
     WAKE_TIMEOUT = "WakeTimeout"
     # a pod has no address on --network-attachment (its network-status annotation is missing or lacks it)
     SECONDARY_NETWORK_MISSING = "SecondaryNetworkMissing"
+    # the pre-launch probe ended processes a previous launch left on a host (its server pod was lost with its node)
+    LEFTOVERS_ENDED = "LeftoversEnded"
 
 
 WARNINGS = frozenset(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,16 @@ exec {wrapper} "$@"
 def render_gasnet_ssh(ssh_wrapper: Path) -> str:
     """The script GASNET_SSH_CMD runs (with /bin/sh: the plan's files are written without the x bit)."""
     return GASNET_SSH_SCRIPT.format(wrapper=shlex.quote(str(ssh_wrapper)))
+
+
+def remote_program(launcher: Launcher, command: Sequence[str]) -> str | None:
+    """The program a launch starts on every host, whose leftovers the probe ends before the next launch: for
+    arkouda, `<command>_real` at the launcher's absolute path (amudprun runs `<argv0>_real` on every host, as
+    Chapel's chpl_compute_real_binary_name names it). None for mpi: the ranks can be any program, and the ORTE/PRRTE
+    daemons end themselves when their lifeline to mpirun breaks (docs/node-loss.md)."""
+    if launcher is not Launcher.ARKOUDA or not command:
+        return None
+    return os.path.abspath((shutil.which(command[0]) or command[0]) + "_real")
 
 
 def _has_nl(command: Sequence[str]) -> bool:

@@ -99,6 +99,11 @@ def prepare_server(
         timeout=float(settings.connect_timeout),
         policy=policy,
         on_pending=pending,
+        end_leftovers=launch.remote_program(settings.launcher, settings.command),
+        on_leftovers=lambda host, n: recorder.emit(
+            Reason.LEFTOVERS_ENDED,
+            f"ended {n} process(es) of a previous launch on {host.pod} ({host.address}) before launching",
+        ),
     )
     # With a secondary network every host, this one included, is reached at its address there.
     addresses: netstatus.Addresses | None = None

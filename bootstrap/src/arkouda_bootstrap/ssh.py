@@ -198,12 +198,15 @@ def probe_host(
     policy: RetryPolicy,
     on_pending: Callable[[Host, KeysPendingError], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    end_leftovers: str | None = None,
+    on_leftovers: Callable[[Host, int], None] | None = None,
 ) -> None:
     """Probe with bounded exponential retries of transient errors; logs `attempt n/N` for each. One attempt
     (sshprobe.probe): TCP connect, key exchange, the server's host key compared with the pinned one (and, on a
     mismatch, with the release's retired ones and its release id), public-key auth, run `true`; ProbeError
     subclasses on failure. `keys` is asked before every attempt, so a Secret that changed meanwhile is used.
-    `on_pending` is called once, at the first KeysPendingError."""
+    `on_pending` is called once, at the first KeysPendingError. With `end_leftovers` (a program path) the
+    attempt also ends our processes running it on the host, and `on_leftovers` hears how many when any were."""
     counted = 0  # failed attempts that count against policy.attempts
     pending_seen = False
 
@@ -246,7 +249,7 @@ def probe_host(
 
     def attempt() -> None:
         current = keys()
-        sshprobe.probe(
+        ended = sshprobe.probe(
             host.address,
             pod=host.pod,
             port=port,
@@ -256,7 +259,12 @@ def probe_host(
             retired=current.retired,
             release_id=current.release_id,
             timeout=timeout,
+            end_leftovers=end_leftovers,
         )
+        if ended:
+            log.info("probe %s (%s): ended %d leftover process(es) of %s", host.address, host.pod, ended, end_leftovers)
+            if on_leftovers is not None:
+                on_leftovers(host, ended)
 
     retrying = Retrying(
         stop=stop,

@@ -1,6 +1,10 @@
 """One probe attempt of one locale over SSH, with paramiko: TCP connect, key exchange, the host key compared with
 the pinned one, public-key auth, `true` run and its exit status checked. The retries live in `ssh.probe_host`.
 
+Before a launch the same session also ends what a previous launch left running on the host (`end_leftovers`, the
+program path): a server pod lost with its node vanishes without FIN or RST, so the workers it started over ssh on
+the surviving locales are never told and would run (and hold their memory) next to the relaunched ones.
+
 Every failure is a ProbeError whose message names the pod and its address; `TransientProbeError`s are worth
 retrying (nothing listens yet, a dropped connection), `KeysPendingError`s too, for longer (a pod of this release
 that has not reloaded a changed Secret yet), the others are not.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shlex
 import socket
 import threading
 import time
@@ -30,6 +35,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMMAND = "true"
+# Ends every process of ours whose executable is the program (`-ef`: same file, following /proc/<pid>/exe; other
+# users' processes fail the test), then prints how many. Only shell builtins, so one pass over /proc costs no
+# fork per process, and our own shell (whose exe is the shell) can never match. SIGKILL: a GASNet worker whose
+# master is gone has nobody to finish a graceful exit with.
+LEFTOVERS_SCRIPT = (
+    'n=0; for d in /proc/[0-9]*; do if [ "$d/exe" -ef {program} ] && kill -KILL "${{d#/proc/}}" 2>/dev/null; '
+    'then n=$((n + 1)); fi; done; echo "ended=$n"'
+)
 # The one key exchange the locales' sshd offers by default (config.DEFAULT_KEX lists it under both its names;
 # paramiko knows the @libssh.org one). Offering nothing else keeps a costlier exchange from being negotiated.
 KEX_ALGORITHMS = ("curve25519-sha256@libssh.org",)
@@ -144,12 +157,18 @@ def probe(
     retired: Sequence[PublicKey] = (),
     release_id: str | None = None,
     timeout: float,
-) -> None:
-    """One attempt, bounded as a whole by `timeout` seconds. Raises a ProbeError subclass on failure."""
+    end_leftovers: str | None = None,
+) -> int:
+    """One attempt, bounded as a whole by `timeout` seconds. Raises a ProbeError subclass on failure.
+
+    With `end_leftovers` (the absolute path of the program a launch starts on every host) the command first ends
+    our processes running that program; returns how many it ended (0 without)."""
     import paramiko
 
     _quiet_paramiko()
     where = f"pod {pod} ({address})"
+    command = leftovers_command(end_leftovers) if end_leftovers else COMMAND
+    shown = "the leftover check" if end_leftovers else f"`{COMMAND}`"
     deadline = time.monotonic() + timeout
     try:
         sock = socket.create_connection((address, port), timeout=timeout)
@@ -197,24 +216,30 @@ def probe(
                 f"{where} rejected public-key authentication as {user}: "
                 "the locale's authorized_keys does not hold our client key"
             ) from None
-        phase = f"running `{COMMAND}`"
+        phase = f"running {shown}"
         channel = transport.open_session(timeout=max(0.0, deadline - time.monotonic()))
         try:
-            channel.exec_command(COMMAND)
+            channel.exec_command(command)
         except paramiko.SSHException:
             if expired.is_set() or not transport.is_active():
                 raise
-            raise CommandFailedError(f"{where} refused to exec `{COMMAND}` (check the login shell)") from None
+            raise CommandFailedError(f"{where} refused to exec {shown} (check the login shell)") from None
         if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
             raise TimeoutError
         status = channel.exit_status
         if expired.is_set():
             raise TimeoutError
         if status == -1:
-            raise CommandFailedError(f"`{COMMAND}` ended without an exit status on {where} (check the login shell)")
+            raise CommandFailedError(f"{shown} ended without an exit status on {where} (check the login shell)")
         if status != 0:
-            raise CommandFailedError(f"`{COMMAND}` exited {status} on {where} (check the login shell)")
+            raise CommandFailedError(f"{shown} exited {status} on {where} (check the login shell)")
+        # sshd sends the output before the exit status, so it is all buffered by now
+        output = b""
+        while channel.recv_ready():
+            output += channel.recv(4096)
+        ended = _ended(output, where=where) if end_leftovers else 0
         _disconnect(transport)
+        return ended
     except ProbeError:
         raise
     except paramiko.ssh_exception.IncompatiblePeer as exc:
@@ -232,6 +257,21 @@ def probe(
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
         transport.close()
+
+
+def leftovers_command(program: str) -> str:
+    """The POSIX sh command that ends our processes running `program` and prints `ended=<count>`."""
+    return LEFTOVERS_SCRIPT.format(program=shlex.quote(program))
+
+
+def _ended(output: bytes, *, where: str) -> int:
+    for line in output.decode("utf-8", "replace").splitlines():
+        if line.startswith("ended=") and line[len("ended=") :].isdigit():
+            return int(line[len("ended=") :])
+    raise CommandFailedError(
+        f"the leftover check printed no count on {where} (check the login shell: it must be a POSIX sh): "
+        f"{output[:200]!r}"
+    )
 
 
 def _disconnect(transport: paramiko.Transport) -> None:

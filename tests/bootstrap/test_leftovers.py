@@ -1,0 +1,220 @@
+"""Before a launch the probe ends what a previous launch left on a host: a real sshd started by `locale` as the
+non-root test user, a stand-in for the launched program (a copy of `sleep` under the program's path) left running
+over ssh the way amudprun's workers are, then the server's probe (sshprobe / ssh.probe_host) with end_leftovers."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import paramiko
+import pytest
+from arkouda_bootstrap import keys, launch, ssh, sshprobe
+from arkouda_bootstrap.config import Launcher
+
+FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
+
+
+@pytest.fixture
+def programs(shared_dir: Path) -> Path:
+    """shared_dir/bin with two copies of sleep: arkouda_server_real (the program) and other_real (not it)."""
+    bin_dir = shared_dir / "bin"
+    bin_dir.mkdir()
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    for name in ("arkouda_server_real", "other_real"):
+        shutil.copy(sleep, bin_dir / name)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def _client_key(secret_data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
+    path = tmp_path / "id"
+    path.write_bytes(secret_data[keys.CLIENT_KEY])
+    path.chmod(0o600)
+    return ssh.load_client_key(path)
+
+
+def _start_over_ssh(port: int, user: str, key: paramiko.PKey, program: Path, *, host_key: keys.PublicKey) -> int:
+    """Starts `program 300` detached over an ssh session (as amudprun's spawner leaves a worker whose master is
+    gone), returns its pid; the session ends, the program keeps running."""
+    client = paramiko.SSHClient()
+    client.get_host_keys().add(
+        f"[127.0.0.1]:{port}", keys.KEY_TYPE, paramiko.PKey.from_type_string(keys.KEY_TYPE, host_key.blob)
+    )
+    client.connect("127.0.0.1", port=port, username=user, pkey=key, look_for_keys=False, allow_agent=False)
+    try:
+        _, stdout, _ = client.exec_command(f"{program} 300 </dev/null >/dev/null 2>&1 & echo $!", timeout=10)
+        pid = int(stdout.read().decode().strip())
+        assert stdout.channel.recv_exit_status() == 0
+    finally:
+        client.close()
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper does not count: it holds no memory)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _gone_within(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not _alive(pid)
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[int]]:
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_probe_ends_leftovers_of_the_program_only_and_its_own_session_succeeds(
+    loopback_sshd: tuple[Path, int],
+    test_user: pwd.struct_passwd,
+    secret_data: dict[str, bytes],
+    programs: Path,
+    tmp_path: Path,
+    cleanup: list[int],
+) -> None:
+    _, port = loopback_sshd
+    key = _client_key(secret_data, tmp_path)
+    pinned = keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode())
+    program = programs / "arkouda_server_real"
+    leftovers = [_start_over_ssh(port, test_user.pw_name, key, program, host_key=pinned) for _ in range(2)]
+    other = _start_over_ssh(port, test_user.pw_name, key, programs / "other_real", host_key=pinned)
+    # the same program of another user (root here): not ours to end, and the test user cannot anyway
+    foreign = subprocess.Popen([str(program), "300"])
+    cleanup += [*leftovers, other, foreign.pid]
+    assert all(_alive(pid) for pid in cleanup)
+
+    def probe() -> int:
+        return sshprobe.probe(
+            "127.0.0.1",
+            pod="arkouda-locale-1",
+            port=port,
+            user=test_user.pw_name,
+            client_key=key,
+            pinned=pinned,
+            timeout=5,
+            end_leftovers=str(program),
+        )
+
+    # the probe returns (its own command exited 0, so its session survived) with the count it ended
+    assert probe() == 2
+    assert all(_gone_within(pid) for pid in leftovers)
+    assert _alive(other)
+    assert _alive(foreign.pid)
+    assert foreign.poll() is None
+    # nothing left the second time
+    assert probe() == 0
+    foreign.kill()
+    foreign.wait()
+
+
+def test_probe_host_reports_the_ended_leftovers(
+    loopback_sshd: tuple[Path, int],
+    test_user: pwd.struct_passwd,
+    secret_data: dict[str, bytes],
+    programs: Path,
+    tmp_path: Path,
+    cleanup: list[int],
+) -> None:
+    _, port = loopback_sshd
+    key = _client_key(secret_data, tmp_path)
+    pinned = keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode())
+    program = programs / "arkouda_server_real"
+    cleanup.append(_start_over_ssh(port, test_user.pw_name, key, program, host_key=pinned))
+    heard: list[tuple[ssh.Host, int]] = []
+    keys_now = sshprobe.ProbeKeys(client_key=key, pinned=pinned)
+    host = ssh.Host("127.0.0.1", "arkouda-locale-1")
+    for _ in range(2):  # the second probe finds nothing and says nothing
+        ssh.probe_host(
+            host,
+            port=port,
+            user=test_user.pw_name,
+            keys=lambda: keys_now,
+            timeout=5,
+            policy=FAST,
+            end_leftovers=str(program),
+            on_leftovers=lambda h, n: heard.append((h, n)),
+        )
+    assert heard == [(host, 1)]
+    assert _gone_within(cleanup[0])
+
+
+def test_probe_without_end_leftovers_leaves_the_program_running(
+    loopback_sshd: tuple[Path, int],
+    test_user: pwd.struct_passwd,
+    secret_data: dict[str, bytes],
+    programs: Path,
+    tmp_path: Path,
+    cleanup: list[int],
+) -> None:
+    """The Slurm path probes without it: a node there may run another job of the same user."""
+    _, port = loopback_sshd
+    key = _client_key(secret_data, tmp_path)
+    pinned = keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode())
+    cleanup.append(_start_over_ssh(port, test_user.pw_name, key, programs / "arkouda_server_real", host_key=pinned))
+    ended = sshprobe.probe(
+        "127.0.0.1",
+        pod="arkouda-locale-1",
+        port=port,
+        user=test_user.pw_name,
+        client_key=key,
+        pinned=pinned,
+        timeout=5,
+    )
+    assert ended == 0
+    assert _alive(cleanup[0])
+
+
+def test_the_leftover_command_is_posix_sh_and_counts_only_matching_processes(tmp_path: Path) -> None:
+    """The command itself under dash (the images' /bin/sh), without ssh: our own shell never matches, even for
+    a program path with a space and a quote in it."""
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    program = tmp_path / "it's a program_real"
+    shutil.copy(sleep, program)
+    program.chmod(0o755)
+    child = subprocess.Popen([str(program), "300"])
+    try:
+        out = subprocess.run(
+            ["/bin/sh", "-c", sshprobe.leftovers_command(str(program))], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == "ended=1"
+        assert child.wait(timeout=5) == -signal.SIGKILL
+        again = subprocess.run(
+            ["/bin/sh", "-c", sshprobe.leftovers_command(str(program))], capture_output=True, text=True, check=True
+        )
+        assert again.stdout.strip() == "ended=0"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_remote_program_is_the_launchers_real_binary_for_arkouda_only(tmp_path: Path) -> None:
+    assert launch.remote_program(Launcher.ARKOUDA, ["/opt/arkouda/bin/arkouda_server", "--x"]) == (
+        "/opt/arkouda/bin/arkouda_server_real"
+    )
+    # a bare name is where PATH finds it, as the launcher runs it
+    sh = shutil.which("sh")
+    assert sh is not None
+    assert launch.remote_program(Launcher.ARKOUDA, ["sh"]) == os.path.abspath(sh) + "_real"
+    assert launch.remote_program(Launcher.MPI, ["/usr/bin/mpirun", "prog"]) is None
+    assert launch.remote_program(Launcher.NONE, []) is None
