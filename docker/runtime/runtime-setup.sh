@@ -7,7 +7,7 @@
 #     - user arkouda, uid/gid 1000, home /home/arkouda, password field '*' (no password but NOT locked: with
 #       `UsePAM no` sshd rejects a locked account ('!') even for public-key logins), no sudo, no keys;
 #     - a venv at /opt/arkouda-bootstrap with the bootstrap's dependencies (kubernetes, tenacity,
-#       cryptography, prometheus-client, pyzmq, paramiko, python-hostlist) from PyPI, pinned by the project's
+#       cryptography, prometheus-client, pyzmq, paramiko) from PyPI, pinned by the project's
 #       requirements-dev.txt used as CONSTRAINTS;
 #     - /run/arkouda (the bootstrap's state dir; an emptyDir in the chart) writable by uid 1000.
 #   runtime-setup.sh bootstrap WHEEL_DIR CONSTRAINTS
@@ -30,8 +30,7 @@ case ${1:-} in
     useradd --uid 1000 --gid 1000 --home-dir /home/arkouda --create-home --shell /bin/bash arkouda
     usermod --password '*' arkouda
     python3 -m venv /opt/arkouda-bootstrap
-    pip_install --constraint "$constraints" kubernetes tenacity cryptography prometheus-client pyzmq paramiko \
-      python-hostlist
+    pip_install --constraint "$constraints" kubernetes tenacity cryptography prometheus-client pyzmq paramiko
     install -d -o 1000 -g 1000 -m 0755 /run/arkouda
     rm -rf /root/.cache
     ;;
