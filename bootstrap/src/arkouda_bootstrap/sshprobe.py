@@ -224,6 +224,8 @@ def probe(
             if expired.is_set() or not transport.is_active():
                 raise
             raise CommandFailedError(f"{where} refused to exec {shown} (check the login shell)") from None
+        # the count comes in stdout, which sshd may still be forwarding after it sent the exit status
+        output = _read_to_eof(channel, deadline) if end_leftovers else b""
         if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
             raise TimeoutError
         status = channel.exit_status
@@ -233,10 +235,6 @@ def probe(
             raise CommandFailedError(f"{shown} ended without an exit status on {where} (check the login shell)")
         if status != 0:
             raise CommandFailedError(f"{shown} exited {status} on {where} (check the login shell)")
-        # sshd sends the output before the exit status, so it is all buffered by now
-        output = b""
-        while channel.recv_ready():
-            output += channel.recv(4096)
         ended = _ended(output, where=where) if end_leftovers else 0
         _disconnect(transport)
         return ended
@@ -257,6 +255,17 @@ def probe(
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
         transport.close()
+
+
+def _read_to_eof(channel: paramiko.Channel, deadline: float) -> bytes:
+    """stdout until the remote end closes it; a socket timeout (TimeoutError) at the deadline."""
+    chunks: list[bytes] = []
+    while True:
+        channel.settimeout(max(0.001, deadline - time.monotonic()))
+        data = channel.recv(4096)
+        if not data:
+            return b"".join(chunks)
+        chunks.append(data)
 
 
 def leftovers_command(program: str) -> str:
