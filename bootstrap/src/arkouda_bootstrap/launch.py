@@ -84,8 +84,8 @@ def render_gasnet_ssh(ssh_wrapper: Path) -> str:
 def remote_program(launcher: Launcher, command: Sequence[str]) -> str | None:
     """The program a launch starts on every host, whose leftovers the probe ends before the next launch: for
     arkouda, `<command>_real` at the launcher's absolute path (amudprun runs `<argv0>_real` on every host, as
-    Chapel's chpl_compute_real_binary_name names it). None for mpi: the ranks can be any program, and the ORTE/PRRTE
-    daemons end themselves when their lifeline to mpirun breaks (docs/node-loss.md)."""
+    Chapel's chpl_compute_real_binary_name names it). None for mpi: the ranks can be any program, so nothing there
+    is ended (leftover orted/prted daemons and ranks are not handled; docs/node-loss.md)."""
     if launcher is not Launcher.ARKOUDA or not command:
         return None
     return os.path.abspath((shutil.which(command[0]) or command[0]) + "_real")
