@@ -27,17 +27,22 @@ def images_env() -> dict[str, str]:
     }
 
 
-@pytest.mark.usefixtures("arkouda_image", "mpi_image")
-@pytest.mark.parametrize("name", ["arkouda", "mpi"])
-def test_second_build_is_a_no_op(name: str) -> None:
-    res = subprocess.run(
-        [str(REPO / "docker" / "images.sh"), "build", name],
+def images_sh(*args: str) -> subprocess.CompletedProcess[str]:
+    """docker/images.sh with the test's image settings; its exit status is for the caller to check."""
+    return subprocess.run(
+        [str(REPO / "docker" / "images.sh"), *args],
         env=images_env(),
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+@pytest.mark.usefixtures("arkouda_image", "mpi_image")
+@pytest.mark.parametrize("name", ["arkouda", "mpi"])
+def test_second_build_is_a_no_op(name: str) -> None:
+    res = images_sh("build", name)
     assert res.returncode == 0, res.stderr
     assert f"{image_name(name)} is up to date" in res.stdout
 
@@ -62,14 +67,7 @@ def test_both_images_start_from_the_one_runtime_base(name: str) -> None:
 
 @pytest.mark.usefixtures("arkouda_image", "mpi_image")
 def test_second_runtime_build_is_a_no_op() -> None:
-    res = subprocess.run(
-        [str(REPO / "docker" / "images.sh"), "runtime"],
-        env=images_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    res = images_sh("runtime")
     assert res.returncode == 0, res.stderr
     assert f"{runtime_image()} is up to date" in res.stdout
 
@@ -92,14 +90,7 @@ def test_gasnet_build_is_cached_by_its_inputs_hash() -> None:
         check=True,
     ).stdout.strip()
     assert len(label) == 16, label
-    res = subprocess.run(
-        [str(REPO / "docker" / "images.sh"), "gasnet"],
-        env=images_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    res = images_sh("gasnet")
     assert res.returncode == 0, res.stderr
     assert f"{gasnet} is up to date (inputs {label})" in res.stdout
 
