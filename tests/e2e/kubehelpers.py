@@ -7,6 +7,7 @@ red e2e run says what to look at.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import gzip
 import json
@@ -187,6 +188,25 @@ def all_ready(expected: int) -> Callable[[list[Any]], bool]:
                  and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))]
         return len(ready) == expected and len(pods) == expected
     return done
+
+
+# a line of the hybrid MPI+OpenMP hello: thread t of n, rank r of m, on host
+HELLO = re.compile(r"^Hello from thread (\d+) out of (\d+) from process (\d+) out of (\d+) on (\S+)$")
+
+
+def hello_lines(text: str) -> tuple[collections.Counter[tuple[int, int]], set[str]]:
+    """The hello lines in `text` (printed for the log), each checked for 2 threads x 2 ranks: how often each
+    (rank, thread) said hello, and the hosts the ranks ran on."""
+    seen: collections.Counter[tuple[int, int]] = collections.Counter()
+    hosts = set()
+    for line in text.splitlines():
+        if m := HELLO.match(line.strip()):
+            thread, threads, rank, ranks, host = m.groups()
+            assert (int(threads), int(ranks)) == (2, 2), line
+            seen[(int(rank), int(thread))] += 1
+            hosts.add(host)
+    print("\n" + "\n".join(ln for ln in text.splitlines() if HELLO.match(ln.strip())))
+    return seen, hosts
 
 
 def release_records(kube: Kube, namespace: str, release: str) -> list[str]:

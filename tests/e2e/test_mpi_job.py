@@ -6,7 +6,6 @@ termination message, Events), the locale pods released again. `helm uninstall` l
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import re
@@ -15,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from kubehelpers import CHART, VALUES, Kube, helm, image_args, run
+from kubehelpers import CHART, VALUES, Kube, hello_lines, helm, image_args, run
 
 log = logging.getLogger(__name__)
 
 RELEASE = "mpijob"
 LOCALES = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=locale"
-HELLO = re.compile(r"^Hello from thread (\d+) out of (\d+) from process (\d+) out of (\d+) on (\S+)$")
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +82,7 @@ def test_the_job_completes_with_the_hello_output_readable_and_no_locale_pod_left
     done = wait_job(ns, 1, "complete")
     released = no_locale_pods_left(kube, ns, done)
     text = kubectl(ns, "logs", f"job/{job_name(1)}", "-c", "server")
-    seen: collections.Counter[tuple[int, int]] = collections.Counter()
-    hosts = set()
-    for line in text.splitlines():
-        if m := HELLO.match(line.strip()):
-            thread, threads, rank, ranks, host = m.groups()
-            assert (int(threads), int(ranks)) == (2, 2), line
-            seen[(int(rank), int(thread))] += 1
-            hosts.add(host)
-    print("\n" + "\n".join(ln for ln in text.splitlines() if HELLO.match(ln.strip())))
+    seen, hosts = hello_lines(text)
     print(f"install -> Complete in {done - t0:.1f}s; Complete -> no locale pod in {released:.1f}s")
     assert seen == {(r, t): 1 for r in range(2) for t in range(2)}, f"hello lines:\n{text}"
     assert len(hosts) == 2, f"ranks ran on {sorted(hosts)}: expected the launcher pod and one locale pod"

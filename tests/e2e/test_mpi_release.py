@@ -3,7 +3,6 @@ by mpirun over the bootstrap's ssh setup; then the Himeno-style benchmark throug
 
 from __future__ import annotations
 
-import collections
 import logging
 import re
 import time
@@ -12,14 +11,13 @@ from typing import Any
 
 import pytest
 
-from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, release_pods, wait_for
+from kubehelpers import CHART, VALUES, Kube, all_ready, hello_lines, helm, image_args, release_pods, wait_for
 
 log = logging.getLogger(__name__)
 
 RELEASE = "mpi"
 RELEASE_SEL = release_pods(RELEASE)
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
-HELLO = re.compile(r"^Hello from thread (\d+) out of (\d+) from process (\d+) out of (\d+) on (\S+)$")
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +48,7 @@ def test_hybrid_hello_runs_over_the_locale_pods(kube: Kube, ns: str) -> None:
     pods = kube.watch_pods_until(ns, RELEASE_SEL, all_ready(2), timeout=120, what="2 Ready pods")
     hostnames = {p.metadata.name for p in pods}
     text = results(kube, ns)
-    seen: collections.Counter[tuple[int, int]] = collections.Counter()
-    hosts = set()
-    for line in text.splitlines():
-        m = HELLO.match(line.strip())
-        if m:
-            thread, threads, rank, ranks, host = m.groups()
-            assert (int(threads), int(ranks)) == (2, 2), line
-            seen[(int(rank), int(thread))] += 1
-            hosts.add(host)
-    print("\n" + "\n".join(ln for ln in text.splitlines() if HELLO.match(ln.strip())))
+    seen, hosts = hello_lines(text)
     assert seen == {(r, t): 1 for r in range(2) for t in range(2)}, f"hello lines:\n{text}"
     assert hosts == hostnames, f"ranks ran on {sorted(hosts)}, expected one per pod {sorted(hostnames)}"
 
