@@ -22,7 +22,7 @@ from kubernetes import client
 from kubehelpers import CHART, REPO_ROOT, VALUES, Kube, all_ready, helm, image_args, port_forward, release_pods, run
 
 sys.path.insert(0, str(REPO_ROOT / "docker" / "arkouda" / "standin" / "lib"))
-from arkouda_standin.client import HandshakeError, handshake
+from arkouda_standin.client import Handshake, HandshakeError, handshake
 from arkouda_standin.protocol import request_bytes
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,15 @@ def upgrade(ns: str, *extra: str) -> None:
          timeout=240)
 
 
+def timed_handshake(ns: str) -> tuple[Handshake, float]:
+    """A client's handshake through the Service, and the seconds from its connect to the getconfig reply (the
+    wake, when the release sleeps)."""
+    with port_forward(ns, SERVICE, 5555) as port:
+        began = time.monotonic()
+        result = handshake(host="127.0.0.1", port=port, token=None, user="e2e", timeout=240)
+        return result, time.monotonic() - began
+
+
 def test_an_idle_release_goes_to_zero_pods_and_its_service_stays(kube: Kube, ns: str) -> None:
     # --wait: every StatefulSet Ready at its count, the locale one at 2 (the chart leaves replicas to the gate,
     # which sets numLocales-1); the idle time starts there, so the release may go to sleep right after
@@ -110,10 +119,7 @@ def test_an_idle_release_goes_to_zero_pods_and_its_service_stays(kube: Kube, ns:
 
 def test_a_client_of_the_sleeping_release_gets_its_first_reply_without_reconnecting(kube: Kube, ns: str) -> None:
     gate = gate_pod(kube, ns)
-    with port_forward(ns, SERVICE, 5555) as port:
-        began = time.monotonic()
-        result = handshake(host="127.0.0.1", port=port, token=None, user="e2e", timeout=240)
-        took = time.monotonic() - began
+    result, took = timed_handshake(ns)
     print(f"\nwake: client connect -> getconfig reply {took:.1f} s (release asleep, numLocales 3)")
     assert result.config["numLocales"] == 3
     assert "STAND-IN" in result.config["arkoudaVersion"]
@@ -186,10 +192,7 @@ def test_a_wake_that_cannot_be_satisfied_ends_with_an_event_and_a_client_error_t
         # the cause fixed: the next client wakes the release
         for node in kube.core.list_node().items:
             run(["kubectl", "label", "node", node.metadata.name, f"{LABEL}=yes", "--overwrite"])
-        with port_forward(ns, SERVICE, 5555) as port:
-            began = time.monotonic()
-            result = handshake(host="127.0.0.1", port=port, token=None, user="e2e", timeout=240)
-            took = time.monotonic() - began
+        result, took = timed_handshake(ns)
         print(f"after labelling the node: connect -> getconfig reply {took:.1f} s")
         assert result.config["numLocales"] == 3
     finally:
