@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
@@ -34,21 +35,56 @@ def programs(shared_dir: Path) -> Path:
     return bin_dir
 
 
-def _client_key(secret_data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
+@dataclass(frozen=True)
+class Access:
+    """How the tests reach the loopback sshd as the test user: its port, the client key, the pinned host key."""
+
+    port: int
+    user: str
+    key: paramiko.PKey
+    pinned: keys.PublicKey
+
+
+@pytest.fixture
+def access(
+    loopback_sshd: tuple[Path, int], test_user: pwd.struct_passwd, secret_data: dict[str, bytes], tmp_path: Path
+) -> Access:
     path = tmp_path / "id"
     path.write_bytes(secret_data[keys.CLIENT_KEY])
     path.chmod(0o600)
-    return ssh.load_client_key(path)
+    return Access(
+        port=loopback_sshd[1],
+        user=test_user.pw_name,
+        key=ssh.load_client_key(path),
+        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+    )
 
 
-def _start_over_ssh(port: int, user: str, key: paramiko.PKey, program: Path, *, host_key: keys.PublicKey) -> int:
+def _probe(access: Access, *, end_leftovers: str | None = None) -> int:
+    return sshprobe.probe(
+        "127.0.0.1",
+        pod="arkouda-locale-1",
+        port=access.port,
+        user=access.user,
+        client_key=access.key,
+        pinned=access.pinned,
+        timeout=5,
+        end_leftovers=end_leftovers,
+    )
+
+
+def _start_over_ssh(access: Access, program: Path) -> int:
     """Starts `program 300` detached over an ssh session (as amudprun's spawner leaves a worker whose master is
     gone), returns its pid; the session ends, the program keeps running."""
     client = paramiko.SSHClient()
     client.get_host_keys().add(
-        f"[127.0.0.1]:{port}", keys.KEY_TYPE, paramiko.PKey.from_type_string(keys.KEY_TYPE, host_key.blob)
+        f"[127.0.0.1]:{access.port}",
+        keys.KEY_TYPE,
+        paramiko.PKey.from_type_string(keys.KEY_TYPE, access.pinned.blob),
     )
-    client.connect("127.0.0.1", port=port, username=user, pkey=key, look_for_keys=False, allow_agent=False)
+    client.connect(
+        "127.0.0.1", port=access.port, username=access.user, pkey=access.key, look_for_keys=False, allow_agent=False
+    )
     try:
         _, stdout, _ = client.exec_command(f"{program} 300 </dev/null >/dev/null 2>&1 & echo $!", timeout=10)
         pid = int(stdout.read().decode().strip())
@@ -84,35 +120,20 @@ def cleanup() -> Iterator[list[int]]:
 
 
 def test_probe_ends_leftovers_of_the_program_only_and_its_own_session_succeeds(
-    loopback_sshd: tuple[Path, int],
-    test_user: pwd.struct_passwd,
-    secret_data: dict[str, bytes],
+    access: Access,
     programs: Path,
-    tmp_path: Path,
     cleanup: list[int],
 ) -> None:
-    _, port = loopback_sshd
-    key = _client_key(secret_data, tmp_path)
-    pinned = keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode())
     program = programs / "arkouda_server_real"
-    leftovers = [_start_over_ssh(port, test_user.pw_name, key, program, host_key=pinned) for _ in range(2)]
-    other = _start_over_ssh(port, test_user.pw_name, key, programs / "other_real", host_key=pinned)
+    leftovers = [_start_over_ssh(access, program) for _ in range(2)]
+    other = _start_over_ssh(access, programs / "other_real")
     # the same program of another user (root here): not ours to end, and the test user cannot anyway
     foreign = subprocess.Popen([str(program), "300"])
     cleanup += [*leftovers, other, foreign.pid]
     assert all(_alive(pid) for pid in cleanup)
 
     def probe() -> int:
-        return sshprobe.probe(
-            "127.0.0.1",
-            pod="arkouda-locale-1",
-            port=port,
-            user=test_user.pw_name,
-            client_key=key,
-            pinned=pinned,
-            timeout=5,
-            end_leftovers=str(program),
-        )
+        return _probe(access, end_leftovers=str(program))
 
     # the probe returns (its own command exited 0, so its session survived) with the count it ended
     assert probe() == 2
@@ -127,26 +148,20 @@ def test_probe_ends_leftovers_of_the_program_only_and_its_own_session_succeeds(
 
 
 def test_probe_host_reports_the_ended_leftovers(
-    loopback_sshd: tuple[Path, int],
-    test_user: pwd.struct_passwd,
-    secret_data: dict[str, bytes],
+    access: Access,
     programs: Path,
-    tmp_path: Path,
     cleanup: list[int],
 ) -> None:
-    _, port = loopback_sshd
-    key = _client_key(secret_data, tmp_path)
-    pinned = keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode())
     program = programs / "arkouda_server_real"
-    cleanup.append(_start_over_ssh(port, test_user.pw_name, key, program, host_key=pinned))
+    cleanup.append(_start_over_ssh(access, program))
     heard: list[tuple[ssh.Host, int]] = []
-    keys_now = sshprobe.ProbeKeys(client_key=key, pinned=pinned)
+    keys_now = sshprobe.ProbeKeys(client_key=access.key, pinned=access.pinned)
     host = ssh.Host("127.0.0.1", "arkouda-locale-1")
     for _ in range(2):  # the second probe finds nothing and says nothing
         ssh.probe_host(
             host,
-            port=port,
-            user=test_user.pw_name,
+            port=access.port,
+            user=access.user,
             keys=lambda: keys_now,
             timeout=5,
             policy=FAST,
@@ -158,27 +173,13 @@ def test_probe_host_reports_the_ended_leftovers(
 
 
 def test_probe_without_end_leftovers_leaves_the_program_running(
-    loopback_sshd: tuple[Path, int],
-    test_user: pwd.struct_passwd,
-    secret_data: dict[str, bytes],
+    access: Access,
     programs: Path,
-    tmp_path: Path,
     cleanup: list[int],
 ) -> None:
     """The Slurm path probes without it: a node there may run another job of the same user."""
-    _, port = loopback_sshd
-    key = _client_key(secret_data, tmp_path)
-    pinned = keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode())
-    cleanup.append(_start_over_ssh(port, test_user.pw_name, key, programs / "arkouda_server_real", host_key=pinned))
-    ended = sshprobe.probe(
-        "127.0.0.1",
-        pod="arkouda-locale-1",
-        port=port,
-        user=test_user.pw_name,
-        client_key=key,
-        pinned=pinned,
-        timeout=5,
-    )
+    cleanup.append(_start_over_ssh(access, programs / "arkouda_server_real"))
+    ended = _probe(access)
     assert ended == 0
     assert _alive(cleanup[0])
 
