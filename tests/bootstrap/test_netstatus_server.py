@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from arkouda_bootstrap.kube import PodEvent, PodInfo, PodList
 from arkouda_bootstrap.netstatus import NETWORK_STATUS_ANNOTATION, POD_NAME_LABEL
-from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
 from fakes import FakeKube, make_pod
 from test_server_flow import run_server_as
 
@@ -63,38 +62,27 @@ def cluster_on_net1(*, locale1_status: dict[str, str]) -> FakeKubeWithServerPod:
     return api
 
 
-@pytest.fixture
-def sshd_port(
-    test_user: pwd.struct_passwd, shared_dir: Path, secret_data: dict[str, bytes], sshds: list[LocaleSshd]
-) -> tuple[Path, int]:
-    secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
-    port = free_port()
-    # one real sshd (all addresses) answers for every "pod" at 127.0.0.x
-    sshds.append(
-        start_locale(
-            uid=test_user.pw_uid,
-            gid=test_user.pw_gid,
-            secret_dir=secret_dir,
-            state_dir=shared_dir / "locale-state",
-            port=port,
-        )
-    )
-    return secret_dir, port
-
-
-def test_hosts_and_master_ip_are_the_secondary_addresses(
-    test_user: pwd.struct_passwd, shared_dir: Path, sshd_port: tuple[Path, int]
-) -> None:
-    secret_dir, port = sshd_port
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=cluster_on_net1(locale1_status=status("127.0.0.3")),
-        base=shared_dir,
+def run_on_net1(
+    user: pwd.struct_passwd, base: Path, sshd: tuple[Path, int], *, locale1_status: dict[str, str]
+) -> tuple[int, str, list[dict[str, str]]]:
+    """`server --network-attachment net1` as `user`; one real sshd (all addresses, conftest's loopback_sshd)
+    answers for every "pod" at 127.0.0.x."""
+    secret_dir, port = sshd
+    return run_server_as(
+        uid=user.pw_uid,
+        gid=user.pw_gid,
+        api=cluster_on_net1(locale1_status=locale1_status),
+        base=base,
         secret_dir=secret_dir,
         port=port,
         extra_argv=["--network-attachment", "net1"],
     )
+
+
+def test_hosts_and_master_ip_are_the_secondary_addresses(
+    test_user: pwd.struct_passwd, shared_dir: Path, loopback_sshd: tuple[Path, int]
+) -> None:
+    code, log, events = run_on_net1(test_user, shared_dir, loopback_sshd, locale1_status=status("127.0.0.3"))
     assert code == 0, log
     ran = (shared_dir / "out" / "ran").read_text().splitlines()
     assert ran == [f"ok 127.0.0.{i} {test_user.pw_name}" for i in (4, 2, 3)]
@@ -108,18 +96,10 @@ def test_hosts_and_master_ip_are_the_secondary_addresses(
 
 
 def test_a_locale_not_on_the_attachment_is_one_line_and_an_event(
-    test_user: pwd.struct_passwd, shared_dir: Path, sshd_port: tuple[Path, int]
+    test_user: pwd.struct_passwd, shared_dir: Path, loopback_sshd: tuple[Path, int]
 ) -> None:
-    secret_dir, port = sshd_port
-    code, log, events = run_server_as(
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        api=cluster_on_net1(locale1_status=status("127.0.0.3", name="ns/other")),
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
-        extra_argv=["--network-attachment", "net1"],
-    )
+    other = status("127.0.0.3", name="ns/other")
+    code, log, events = run_on_net1(test_user, shared_dir, loopback_sshd, locale1_status=other)
     assert code == 1, log
     errors = [line for line in log.splitlines() if line.startswith("arkouda-bootstrap: error:")]
     assert errors == [
