@@ -20,7 +20,7 @@ import logging
 import multiprocessing
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,50 +194,41 @@ def run(*, repeats: int, command: str, round_trips: int = GATE_ROUND_TRIPS) -> l
     note = (
         f"loopback, pyzmq REQ→REP, {round_trips} requests per repeat; REP is a test double of arkouda_server"
     )
+    pairs = list(zip(gated, direct, strict=True))
+
+    def row(*, case: str, metric: str, unit: str, values: Sequence[float], note: str) -> Row:
+        return Row.measured(
+            group=GROUP, case=case, metric=metric, unit=unit, command=command, values=values, note=note
+        )
+
     return [
-        Row.measured(
-            group=GROUP,
-            case="direct",
-            metric="round trip",
-            unit="µs",
-            command=command,
-            values=[f.rtt_us for f in direct],
-            note=note,
-        ),
-        Row.measured(
-            group=GROUP,
+        row(case="direct", metric="round trip", unit="µs", values=[f.rtt_us for f in direct], note=note),
+        row(
             case="through the gate",
             metric="round trip",
             unit="µs",
-            command=command,
             values=[f.rtt_us for f in gated],
             note=note,
         ),
-        Row.measured(
-            group=GROUP,
+        row(
             case="gate overhead",
             metric="round trip added (goal ≤ 300)",
             unit="µs",
-            command=command,
-            values=[g.rtt_us - d.rtt_us for g, d in zip(gated, direct, strict=True)],
+            values=[g.rtt_us - d.rtt_us for g, d in pairs],
             note="same run, pairwise",
         ),
-        Row.measured(
-            group=GROUP,
+        row(
             case="gate ÷ direct",
             metric="round trip ratio",
             unit="x",
-            command=command,
-            values=[g.rtt_us / d.rtt_us for g, d in zip(gated, direct, strict=True)],
+            values=[g.rtt_us / d.rtt_us for g, d in pairs],
             note="same run, pairwise",
         ),
-        Row.measured(
-            group=GROUP,
+        row(
             case=f"{mib:.0f} MiB reply",
             metric="throughput gate ÷ direct (goal ≥ 0.9)",
             unit="x",
-            command=command,
-            values=[d.transfer_s / g.transfer_s for g, d in zip(gated, direct, strict=True)],
+            values=[d.transfer_s / g.transfer_s for g, d in pairs],
             note=f"direct {mib / min(f.transfer_s for f in direct):.0f} MiB/s best, "
             f"gate {mib / min(f.transfer_s for f in gated):.0f} MiB/s best",
         ),
