@@ -238,3 +238,52 @@ def test_run_gate_wires_the_pod_watch_the_splice_and_a_refused_watch_ends_it(ech
     assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)
     assert str(outcome[0]) == "missing RBAC: watch pods in namespace ns"
     assert ("get_pod", s.pod_name) in api.calls  # for the uid of its Events
+
+
+def test_the_metrics_port_is_the_readiness_probe_and_scraping_it_never_wakes_a_sleeping_release() -> None:
+    """A kubelet probe or a scrape of /metrics is not a client: the sleeping release stays at 0 and the scrape
+    shows it asleep; the first client connection on the client port is what wakes it."""
+    import urllib.request
+
+    s = GateSettings(**{**settings().__dict__, "listen_port": free_port(), "metrics_port": free_port()})
+    api = FakeKube(replicas={SERVER: 0, LOCALE: 0}, pods={s.pod_name: make_pod(s.pod_name)}, block=True)
+    outcome: list[BaseException | int] = []
+
+    def target() -> None:
+        try:
+            outcome.append(run_gate(api, s))
+        except BaseException as exc:  # the thread's result, checked below
+            outcome.append(exc)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{s.metrics_port}/metrics", timeout=5) as reply:
+            text: str = reply.read().decode()
+            return text
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            text = scrape()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "no /metrics"
+            time.sleep(0.05)
+    for _ in range(5):
+        text = scrape()
+        time.sleep(0.05)
+    assert 'arkouda_gate_phase{phase="asleep"} 1.0' in text, text
+    assert "arkouda_gate_wakes_total 0.0" in text
+    assert api.replicas == {SERVER: 0, LOCALE: 0}
+    with req(s.listen_port, timeout=0.3) as sock:
+        sock.send(b"wake up")
+        while api.replicas[SERVER] != 1:
+            assert time.monotonic() < deadline + 10, "a client did not wake the release"
+            time.sleep(0.02)
+    text = scrape()
+    assert "arkouda_gate_wakes_total 1.0" in text
+    assert 'arkouda_gate_phase{phase="waking"} 1.0' in text
+    api.script(BootstrapError("missing RBAC: watch pods in namespace ns"))
+    thread.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)

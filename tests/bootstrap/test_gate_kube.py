@@ -77,6 +77,7 @@ def test_gate_settings_from_the_environment_with_defaults() -> None:
         num_locales=3,
         server_port=5555,
         listen_port=5555,
+        metrics_port=9557,
         idle_timeout=30,
         connection_is_activity=True,
         wake_timeout=900,

@@ -290,6 +290,14 @@ GATE = [
     Opt("listen_port", "--listen-port", "ARKOUDA_GATE_PORT", "client port the gate listens on", "5555"),
     Opt("server_port", "--server-port", "ARKOUDA_SERVER_PORT", "the server pod's client port", "5555"),
     Opt(
+        "metrics_port",
+        "--metrics-port",
+        "ARKOUDA_GATE_METRICS_PORT",
+        "HTTP port of the gate's Prometheus /metrics (and its readiness probe: not the client port, where a probe "
+        "would wake the release)",
+        "9557",
+    ),
+    Opt(
         "release_selector",
         "--release-selector",
         "ARKOUDA_RELEASE_SELECTOR",
@@ -646,6 +654,7 @@ def gate_settings(v: Values, *, namespace: str) -> GateSettings:
         num_locales=v.integer("num_locales", minimum=1),
         server_port=v.port("server_port"),
         listen_port=v.port("listen_port"),
+        metrics_port=v.port("metrics_port"),
         idle_timeout=seconds("idle_timeout"),
         connection_is_activity=v.boolean("connection_is_activity"),
         wake_timeout=seconds("wake_timeout"),

@@ -185,6 +185,9 @@ class GateSettings:
     connection_is_activity: bool = False
     wake_timeout: float = DEFAULT_WAKE_TIMEOUT
     wake_backoff: float = DEFAULT_WAKE_BACKOFF
+    # HTTP port of the gate's /metrics, also its readiness probe (a probe on the client port would be a client,
+    # and wake the release); 0: none
+    metrics_port: int = 0
 
 
 # ----------------------------------------------------------------------------------------------------------

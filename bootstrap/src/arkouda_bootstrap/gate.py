@@ -28,6 +28,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.events import EventRecorder
+from arkouda_bootstrap.gatemetrics import serve_metrics
 from arkouda_bootstrap.idle import Traffic
 from arkouda_bootstrap.kube import KubeApi, PodEvent, PodList, PodRef, ScaleApi
 from arkouda_bootstrap.podwatch import follow_pods
@@ -280,13 +281,15 @@ class Gate:
     def stop(self) -> None:
         self._stop.set()
 
-    async def serve(self, *, host: str, port: int) -> None:
+    async def serve(self, *, host: str, port: int, on_listening: Callable[[], None] | None = None) -> None:
         loop = asyncio.get_running_loop()
         self.errors.start()
         server = await loop.create_server(lambda: _ClientSide(self), host, port, reuse_address=True)
         self.port = server.sockets[0].getsockname()[1]
         self.listening.set()
         log.info("gate listening on %s:%d", host, self.port)
+        if on_listening is not None:
+            on_listening()
         control = loop.create_task(self._control())
         stop = loop.create_task(self._stop.wait())
         try:
@@ -356,7 +359,12 @@ def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float]
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, gate.stop)
         threading.Thread(target=_watch, args=(api, settings, loop, gate), name="gate-pod-watch", daemon=True).start()
-        await gate.serve(host=settings.listen_host, port=settings.listen_port)
+
+        def metrics() -> None:  # the readiness probe's port: open once clients can be taken
+            if settings.metrics_port:
+                serve_metrics(port=settings.metrics_port, controller=controller, traffic=traffic)
+
+        await gate.serve(host=settings.listen_host, port=settings.listen_port, on_listening=metrics)
 
     asyncio.run(main())
     return 0

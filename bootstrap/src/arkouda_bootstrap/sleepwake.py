@@ -140,6 +140,10 @@ class Controller:
         self._wake_deadline = 0.0
         self._backoff_until = 0.0
         self._failures = 0
+        # transitions since start (the gate's /metrics)
+        self.sleeps = 0
+        self.wakes = 0
+        self.wake_timeouts = 0
 
     # -- inputs ----------------------------------------------------------------------------------------------
 
@@ -266,6 +270,7 @@ class Controller:
             return verdict.remaining
         self._scale_all(0)
         self.phase = Phase.DRAINING
+        self.sleeps += 1
         self._events.emit(
             Reason.IDLE_DRAINING,
             f"idle: {verdict.why}; scaled {self._s.server_statefulset} and {self._s.locale_statefulset} to 0",
@@ -276,6 +281,7 @@ class Controller:
         self._scale_all(1)
         self._wake_requested = False
         self.phase = Phase.WAKING
+        self.wakes += 1
         self._wake_started = now
         self._wake_deadline = now + self._s.wake_timeout
         self._events.emit(
@@ -287,6 +293,7 @@ class Controller:
     def _wake_failed(self, now: float) -> None:
         reason = self.view.not_ready_reason()
         self._failures += 1
+        self.wake_timeouts += 1
         backoff = next_backoff(base_seconds=self._s.wake_backoff, failures=self._failures)
         self._scale_all(0)
         self.phase = Phase.DRAINING
