@@ -161,9 +161,11 @@ def _state(c: Any) -> str:
 
 
 @contextlib.contextmanager
-def port_forward(namespace: str, service: str, port: int) -> Iterator[int]:
-    """`kubectl port-forward svc/<service> :<port>` on a free local port; yields that local port."""
-    proc = subprocess.Popen(["kubectl", "-n", namespace, "port-forward", f"svc/{service}", f":{port}"],
+def port_forward(namespace: str, service: str, port: int, *, kind: str = "svc") -> Iterator[int]:
+    """`kubectl port-forward <kind>/<service> :<port>` on a free local port; yields that local port. Through the
+    API server and the pod's kubelet, so it reaches a pod on any node whatever the pod's NetworkPolicy (a fetch
+    of the pod IP from the host does not: see hack/cluster/README.md, "The host is node 0")."""
+    proc = subprocess.Popen(["kubectl", "-n", namespace, "port-forward", f"{kind}/{service}", f":{port}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert proc.stdout is not None

@@ -11,13 +11,25 @@ from typing import Any
 
 import pytest
 
-from kubehelpers import CHART, VALUES, Kube, all_ready, hello_lines, helm, image_args, release_pods, wait_for
+from kubehelpers import (
+    CHART,
+    VALUES,
+    Kube,
+    all_ready,
+    hello_lines,
+    helm,
+    image_args,
+    port_forward,
+    release_pods,
+    wait_for,
+)
 
 log = logging.getLogger(__name__)
 
 RELEASE = "mpi"
 RELEASE_SEL = release_pods(RELEASE)
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
+RESULTS_PORT = 8080  # server.mpi.resultsPort, the chart's default
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +39,19 @@ def ns(make_namespace: Any) -> str:
 
 
 def results(kube: Kube, ns: str, timeout: float = 300) -> str:
-    """The output the server pod serves after mpirun finished (the same file `helm test` reads)."""
+    """The output the server pod serves after mpirun finished (the same file `helm test` reads), fetched through
+    `kubectl port-forward` to the pod: the pod may run on any node, and its NetworkPolicy admits only pods of
+    the namespace, so a fetch of its pod IP from the host works only while it happens to run on node 0. One
+    port-forward per attempt: kubectl ends it when a connection to the pod fails (nothing served yet)."""
     def fetch() -> str | None:
-        ip = kube.core.read_namespaced_pod(SERVER_POD, ns).status.pod_ip
-        if not ip:
+        if kube.core.read_namespaced_pod(SERVER_POD, ns).status.phase != "Running":
             return None
-        try:
-            with urllib.request.urlopen(f"http://{ip}:8080/output.txt", timeout=5) as resp:
-                return str(resp.read().decode())
-        except OSError:
-            return None
+        with port_forward(ns, SERVER_POD, RESULTS_PORT, kind="pod") as port:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/output.txt", timeout=5) as resp:
+                    return str(resp.read().decode())
+            except OSError:
+                return None
 
     return wait_for("the MPI output served by the server pod", fetch, timeout=timeout, interval=2,
                     describe=lambda: kube.describe_pods(ns) + "\n" + kube.logs(ns, SERVER_POD, "server")[-3000:])
@@ -47,6 +62,7 @@ def test_hybrid_hello_runs_over_the_locale_pods(kube: Kube, ns: str) -> None:
          "--wait", "--timeout", "8m", timeout=600)
     pods = kube.watch_pods_until(ns, RELEASE_SEL, all_ready(2), timeout=120, what="2 Ready pods")
     hostnames = {p.metadata.name for p in pods}
+    print("\n" + ", ".join(sorted(f"{p.metadata.name} on {p.spec.node_name}" for p in pods)))
     text = results(kube, ns)
     seen, hosts = hello_lines(text)
     assert seen == {(r, t): 1 for r in range(2) for t in range(2)}, f"hello lines:\n{text}"
