@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -157,6 +158,40 @@ def test_requests_and_large_replies_pass_unchanged_and_a_request_is_in_flight_un
         assert sock.recv() == b"slow request"
         assert gate.traffic.snapshot().in_flight == 0
         assert gate.traffic.snapshot().open_connections == 1
+
+
+def test_a_reply_larger_than_the_client_takes_at_once_arrives_unchanged_and_its_end_is_passed_on() -> None:
+    """A plain TCP server sends 32 MiB of random bytes and half-closes; the client reads them slowly, so the
+    gate's writes to it stay partial while it reads more from the server: every byte must arrive as sent (the
+    unsent rest of a write is never overwritten by the next read) and the server's end must reach the client."""
+    payload = os.urandom(32 << 20)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(payload)
+            conn.shutdown(socket.SHUT_WR)
+            conn.recv(1)  # until the gate closes its side
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    s = GateSettings(**{**settings().__dict__, "server_port": port})
+    try:
+        with running(s, asleep=False, pods=listing(server_pod())) as gate:
+            with socket.create_connection(("127.0.0.1", gate.gate.port), timeout=10) as client:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+                received = bytearray()
+                while chunk := client.recv(256 << 10):
+                    received += chunk
+                    if len(received) < (4 << 20):
+                        time.sleep(0.002)  # slow at first: the gate's writes to the client stay partial
+            assert len(received) == len(payload)
+            assert bytes(received) == payload
+    finally:
+        server.join(10)
+        listener.close()
 
 
 def test_a_client_of_a_sleeping_release_is_held_and_its_own_request_reaches_the_woken_server(
