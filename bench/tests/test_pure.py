@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from arkouda_bench.apiserver import AUDIT_POLICY, BOOTSTRAP_USER
-from arkouda_bench.cluster import parse_himeno
+from arkouda_bench.cluster import (
+    HOSTNAME_KEY,
+    check_placement,
+    parse_himeno,
+    placement_args,
+    why_not_two_nodes,
+)
 from arkouda_bench.runtime import RUNTIME_PACKAGES, runtime_pins
 from arkouda_bench.scale import labels, pod_manifest, ready_status, selector
 from arkouda_bench.sshconfig import strip_tuning
@@ -73,3 +83,55 @@ def test_strip_tuning_drops_exactly_kex_and_ciphers() -> None:
     assert strip_tuning(text) == "Host *\n  User a\n  Port 1\n"
     with pytest.raises(ValueError, match="expected one line each"):
         strip_tuning("Host *\n  Ciphers y\n")
+
+
+@pytest.mark.parametrize(("same_node", "kind"), [(True, "podAffinity"), (False, "podAntiAffinity")])
+def test_placement_ties_the_server_pod_to_the_locale_pods_node_or_keeps_it_off(
+    same_node: bool, kind: str
+) -> None:
+    flag, value = placement_args("hx", same_node=same_node)
+    assert flag == "--set-json"
+    key, _, text = value.partition("=")
+    assert key == "server.affinity"
+    affinity = json.loads(text)
+    assert list(affinity) == [kind]
+    (term,) = affinity[kind]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == HOSTNAME_KEY
+    wanted = term["labelSelector"]["matchLabels"].items()
+    assert wanted <= labels("hx", "locale").items()
+    assert not wanted <= labels("hx", "server").items()
+    assert not wanted <= labels("other", "locale").items()
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not on PATH (make tools)")
+def test_the_chart_renders_the_placement_into_the_server_pod() -> None:
+    chart = Path(__file__).resolve().parents[2] / "charts" / "arkouda"
+    for same_node in (True, False):
+        args = placement_args("hx", same_node=same_node)
+        out = subprocess.run(
+            ["helm", "template", "hx", str(chart), "-f", str(chart.parents[1] / "values" / "mpi-hybrid.yaml"),
+             *args, "--show-only", "charts/server/templates/statefulset.yaml"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        spec = yaml.safe_load(out)["spec"]["template"]["spec"]
+        assert spec["affinity"] == json.loads(args[1].partition("=")[2])
+
+
+def test_check_placement_names_where_the_pods_ran() -> None:
+    check_placement({"s": "n0", "l": "n0"}, same_node=True)
+    check_placement({"s": "n0", "l": "n1"}, same_node=False)
+    with pytest.raises(BenchSetupError, match="to run on one node: l on n1, s on n0"):
+        check_placement({"s": "n0", "l": "n1"}, same_node=True)
+    with pytest.raises(BenchSetupError, match="to run on two nodes: l on n0, s on n0"):
+        check_placement({"s": "n0", "l": "n0"}, same_node=False)
+    with pytest.raises(BenchSetupError, match=r"s on \(none\)"):
+        check_placement({"s": "", "l": "n0"}, same_node=True)
+
+
+def test_the_two_node_rows_say_why_they_cannot_run_on_one_node() -> None:
+    assert why_not_two_nodes(["arkouda-node", "arkouda-node-1"]) == ""
+    assert why_not_two_nodes(["arkouda-node"]).startswith(
+        "1 schedulable node (arkouda-node): ranks on two nodes"
+    )
+    assert "NODES=3" in why_not_two_nodes(["arkouda-node"])
+    assert why_not_two_nodes([]).startswith("0 schedulable node (none)")

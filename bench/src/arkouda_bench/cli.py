@@ -27,6 +27,18 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+# The row groups of the cluster part (cluster.run): install to ready + recovery, and the Himeno compute rows.
+CLUSTER_GROUPS = ("install", "compute")
+
+
+def _groups(text: str) -> list[str]:
+    values = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [v for v in values if v not in CLUSTER_GROUPS]
+    if not values or unknown:
+        raise argparse.ArgumentTypeError(f"expected some of {','.join(CLUSTER_GROUPS)}, got {text!r}")
+    return values
+
+
 def _positive(text: str) -> int:
     value = _ints(text)
     if len(value) != 1:
@@ -73,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
         "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
     )
     c.add_argument("--repeats", type=_positive, default=3)
+    c.add_argument(
+        "--groups",
+        type=_groups,
+        default=list(CLUSTER_GROUPS),
+        help="row groups to run, comma-separated: install (install to ready + recovery), compute (Himeno)",
+    )
     c.add_argument(
         "--himeno-host",
         type=Path,
@@ -281,7 +299,7 @@ def _cluster_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
     try:
         return cluster.run(
             kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats,
-            himeno_host_binary=himeno, command=command,
+            himeno_host_binary=himeno, command=command, groups=args.groups,
         )  # fmt: skip
     except BenchSetupError:
         raise

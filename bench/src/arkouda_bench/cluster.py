@@ -8,12 +8,16 @@
   more losses on the last release show that repeated losses cost the same (no container restart back-off).
 - compute: the Himeno benchmark with 2 ranks x 1 OpenMP thread, run directly on the host (mpirun of the
   host build from `make mpi-demo-host`) and inside the pods (the chart's mpi mode, one rank in the server pod
-  and one in a locale pod, output served by the server pod), alternating within each repeat; MFLOPS both ways
-  and the pod/host ratio per repeat.
+  and one in a locale pod, output served by the server pod and read through `kubectl port-forward`), one run
+  of each placement after the host's within each repeat: both pods on one node (a required pod affinity of
+  the server pod to the locale pod) and, when the cluster has two schedulable nodes or more (make cluster-up
+  NODES=3), on two nodes (a required anti-affinity); MFLOPS each way and the pod/host ratio per repeat.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import re
@@ -22,7 +26,7 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,9 @@ HIMENO_TIMEOUT = "4m"
 HIMENO_SIZE = "S"
 HIMENO_ITERATIONS = 500
 HIMENO_CASE = f"himeno {HIMENO_SIZE} x{HIMENO_ITERATIONS} iterations, 2 ranks x 1 thread"
+# server.mpi.resultsPort (the chart's default): the server pod serves the program's output there.
+RESULTS_PORT = 8080
+HOSTNAME_KEY = "kubernetes.io/hostname"
 
 
 def _run(argv: Sequence[str], *, timeout: float = 900, env: dict[str, str] | None = None) -> str:
@@ -138,6 +145,7 @@ class Cluster:
     batch: Any
     repo_root: Path
     image_tag: str
+    kubeconfig: Path
 
     @classmethod
     def connect(cls, *, kubeconfig: Path, repo_root: Path) -> Cluster:
@@ -145,7 +153,7 @@ class Cluster:
         api = client.ApiClient()
         cluster = cls(
             core=client.CoreV1Api(api), batch=client.BatchV1Api(api), repo_root=repo_root,
-            image_tag=os.environ.get("IMAGE_TAG", ""),
+            image_tag=os.environ.get("IMAGE_TAG", ""), kubeconfig=kubeconfig,
         )  # fmt: skip
         cluster.core.list_namespace(limit=1)
         return cluster
@@ -164,6 +172,39 @@ class Cluster:
             else []
         )
         return _run(["helm", *args, *tag])
+
+    @contextlib.contextmanager
+    def port_forward(self, ns: str, target: str, port: int) -> Iterator[int]:
+        """`kubectl port-forward <target> :<port>` (target `svc/<name>` or `pod/<name>`) on a free local
+        port; yields that port. It goes through the API server and the pod's kubelet, so it reaches a pod on
+        any node whatever its NetworkPolicy; a fetch of the pod IP from the host only reaches pods on node 0
+        (see hack/cluster/README.md, "The host is node 0")."""
+        proc = subprocess.Popen(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), "-n", ns, "port-forward", target, f":{port}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            m = re.search(r"127\.0\.0\.1:(\d+)", line)
+            if not m:
+                raise BenchSetupError(f"kubectl port-forward {target} said: {line.strip()!r}")
+            yield int(m.group(1))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+    def schedulable_nodes(self) -> list[str]:
+        """Names of the Ready nodes a release pod can be scheduled on (no NoSchedule/NoExecute taint)."""
+        names = []
+        for node in self.core.list_node().items:
+            ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+            tainted = any(t.effect in ("NoSchedule", "NoExecute") for t in (node.spec.taints or []))
+            if ready and not tainted and not node.spec.unschedulable:
+                names.append(str(node.metadata.name))
+        return sorted(names)
 
     def server_log_tail(self, ns: str, pod: str) -> str:
         """The last line of the server container's log (for a failure message), or why there is none."""
@@ -339,7 +380,36 @@ def himeno_host(binary: Path) -> float:
     )
 
 
-def himeno_pods(cl: Cluster, ns: str, release: str, *, first: bool) -> float:
+def placement_args(release: str, *, same_node: bool) -> list[str]:
+    """helm flags that put the server pod (rank 0) on the node of the release's locale pod (rank 1), or keep
+    it off that node: a required pod affinity or anti-affinity to the locale pod by hostname (as
+    values/bare-metal.yaml keeps the server off the locales' nodes)."""
+    term = {
+        "topologyKey": HOSTNAME_KEY,
+        "labelSelector": {
+            "matchLabels": {"app.kubernetes.io/instance": release, "app.kubernetes.io/component": "locale"}
+        },
+    }
+    kind = "podAffinity" if same_node else "podAntiAffinity"
+    affinity = {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return ["--set-json", f"server.affinity={json.dumps(affinity, separators=(',', ':'))}"]
+
+
+def check_placement(nodes: dict[str, str], *, same_node: bool) -> None:
+    """The pods' nodes (pod name → node name) are the placement asked for, or BenchSetupError says where."""
+    where = ", ".join(f"{pod} on {node or '(none)'}" for pod, node in sorted(nodes.items()))
+    if len(nodes) != 2 or not all(nodes.values()) or len(set(nodes.values())) != (1 if same_node else 2):
+        wanted = "one node" if same_node else "two nodes"
+        raise BenchSetupError(f"the two ranks were to run on {wanted}: {where}")
+
+
+@dataclass(frozen=True)
+class PodRun:
+    mflops: float
+    nodes: dict[str, str]  # server and locale pod name → node name
+
+
+def himeno_pods(cl: Cluster, ns: str, release: str, *, first: bool, same_node: bool) -> PodRun:
     """Run himeno once in the pods: install the mpi release (first) or delete the server pod; fetch output."""
     server_name = f"{release}-arkouda-server-0"
     old_uid = None
@@ -350,6 +420,7 @@ def himeno_pods(cl: Cluster, ns: str, release: str, *, first: bool) -> float:
                 "--set", "server.mpi.command=/opt/mpi-demo/bin/himeno",
                 "--set-string", f"server.mpi.args={{{HIMENO_SIZE},{HIMENO_ITERATIONS}}}",
                 "--set", "server.mpi.ompThreads=1", "--set", "tests.enabled=false",
+                *placement_args(release, same_node=same_node),
                 "--wait", "--timeout", HIMENO_TIMEOUT,
             )  # fmt: skip
         except BenchSetupError as exc:
@@ -365,18 +436,32 @@ def himeno_pods(cl: Cluster, ns: str, release: str, *, first: bool) -> float:
         timeout=600,
         what="the himeno server pod Ready",
     )
-    ip = cl.core.read_namespaced_pod(server_name, ns).status.pod_ip
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component in (server,locale)"
+    nodes = {
+        str(p.metadata.name): str(p.spec.node_name or "")
+        for p in cl.core.list_namespaced_pod(ns, label_selector=selector).items
+        if p.metadata.deletion_timestamp is None
+    }
+    check_placement(nodes, same_node=same_node)
     deadline = time.monotonic() + 600
+    last = "nothing fetched yet"
     while time.monotonic() < deadline:
+        # One port-forward per attempt: kubectl ends it when a connection to the pod fails.
         try:
-            with urllib.request.urlopen(f"http://{ip}:8080/output.txt", timeout=5) as resp:
+            with (
+                cl.port_forward(ns, f"pod/{server_name}", RESULTS_PORT) as port,
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/output.txt", timeout=5) as resp,
+            ):
                 text = resp.read().decode()
             if "MFLOPS=" in text:
-                return parse_himeno(text)
-        except OSError:
-            pass
+                return PodRun(mflops=parse_himeno(text), nodes=nodes)
+            last = f"output without MFLOPS= yet: {text.strip()[-200:]!r}"
+        except (OSError, BenchSetupError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
         time.sleep(1)
-    raise BenchSetupError(f"no himeno output from pod {server_name} ({ip}:8080) within 600 s")
+    raise BenchSetupError(
+        f"no himeno output from pod {server_name} (port {RESULTS_PORT}) within 600 s: {last}"
+    )
 
 
 def _summary_rows(
@@ -396,14 +481,22 @@ def _summary_rows(
 
 
 def run(
-    *, kubeconfig: Path, repo_root: Path, repeats: int, himeno_host_binary: Path, command: str
+    *,
+    kubeconfig: Path,
+    repo_root: Path,
+    repeats: int,
+    himeno_host_binary: Path,
+    command: str,
+    groups: Sequence[str] = ("install", "compute"),
 ) -> list[Row]:
-    """Rows 2-4; a row group whose run fails is reported as `failed: <reason>`; the next group still runs."""
+    """Rows 2-4 (groups: install = rows 2-3, compute = row 4); a row group whose run fails is reported as
+    `failed: <reason>`; the next group still runs."""
     cl = Cluster.connect(kubeconfig=kubeconfig, repo_root=repo_root)
     stamp = time.strftime("%H%M%S")
     rows: list[Row] = []
     try:
-        rows += _install_and_recovery(cl, repeats=repeats, command=command, stamp=stamp)
+        if "install" in groups:
+            rows += _install_and_recovery(cl, repeats=repeats, command=command, stamp=stamp)
     except BenchSetupError as exc:
         log.warning("install/recovery rows failed: %s", exc)
         rows += [
@@ -413,7 +506,8 @@ def run(
                        command=command, reason=str(exc)),
         ]  # fmt: skip
     try:
-        rows += _compute(cl, repeats=repeats, binary=himeno_host_binary, command=command, stamp=stamp)
+        if "compute" in groups:
+            rows += _compute(cl, repeats=repeats, binary=himeno_host_binary, command=command, stamp=stamp)
     except BenchSetupError as exc:
         log.warning("compute rows failed: %s", exc)
         rows.append(
@@ -465,29 +559,75 @@ def _install_and_recovery(cl: Cluster, *, repeats: int, command: str, stamp: str
     return rows
 
 
+ONE_NODE = "one node"
+TWO_NODES = "two nodes"
+
+
+def _pod_rows(placement: str, runs: list[PodRun], host: list[float], *, command: str, link: str) -> list[Row]:
+    """MFLOPS of the pod runs of one placement and their ratio to the host run of the same repeat."""
+    where = "; ".join(sorted({", ".join(f"{p} on {n}" for p, n in sorted(r.nodes.items())) for r in runs}))
+    return [
+        Row.measured(group=COMPUTE, case=HIMENO_CASE, metric=f"pods on {placement} (server + locale pod)",
+                     unit="MFLOPS", command=command, values=[r.mflops for r in runs],
+                     note=f"{link}; {where}"),
+        Row.measured(group=COMPUTE, case=HIMENO_CASE, metric=f"pod / host ratio, {placement}", unit="x",
+                     command=command, values=[r.mflops / h for r, h in zip(runs, host, strict=True)],
+                     note="per repeat, same run"),
+    ]  # fmt: skip
+
+
+def why_not_two_nodes(nodes: Sequence[str]) -> str:
+    """Why the two-node rows cannot run on these schedulable nodes (empty when they can)."""
+    if len(nodes) >= 2:
+        return ""
+    return (
+        f"{len(nodes)} schedulable node ({', '.join(nodes) or 'none'}): ranks on two nodes need 2 or more "
+        "(make cluster-up NODES=3, or make bench-cluster E2E_NODES=3)"
+    )
+
+
 def _compute(cl: Cluster, *, repeats: int, binary: Path, command: str, stamp: str) -> list[Row]:
-    """Row 4: Himeno on the host and in the pods, alternating within each repeat."""
+    """Row 4: Himeno on the host, then in the pods on one node, then (two schedulable nodes or more) in the
+    pods on two nodes, within each repeat. A failure of the two-node runs keeps the host and one-node rows."""
     if not binary.is_file():
         raise BenchSetupError(f"host himeno {binary} missing (make mpi-demo-host)")
+    two_nodes_reason = why_not_two_nodes(cl.schedulable_nodes())
+    two_nodes_failed = ""
     ns = cl.namespace(f"arkbench-himeno-{stamp}")
     host: list[float] = []
-    pods: list[float] = []
+    one: list[PodRun] = []
+    two: list[PodRun] = []
     try:
         for rep in range(repeats):
             host.append(himeno_host(binary))
-            pods.append(himeno_pods(cl, ns, "hm", first=rep == 0))
-            log.info("himeno %d/%d: host %.1f MFLOPS, pods %.1f MFLOPS", rep + 1, repeats, host[-1], pods[-1])
+            one.append(himeno_pods(cl, ns, "hm", first=rep == 0, same_node=True))
+            if not two_nodes_reason and not two_nodes_failed:
+                try:
+                    two.append(himeno_pods(cl, ns, "hx", first=rep == 0, same_node=False))
+                except BenchSetupError as exc:
+                    log.warning("himeno on two nodes failed: %s", exc)
+                    two_nodes_failed = str(exc)
+            log.info(
+                "himeno %d/%d: host %.1f, one node %.1f, two nodes %s MFLOPS", rep + 1, repeats, host[-1],
+                one[-1].mflops, f"{two[-1].mflops:.1f}" if len(two) == len(host) else "-",
+            )  # fmt: skip
     finally:
         cl.drop_namespace(ns)
-    case = HIMENO_CASE
-    return [
-        Row.measured(group=COMPUTE, case=case, metric="host (mpirun on the node)", unit="MFLOPS",
+    rows = [
+        Row.measured(group=COMPUTE, case=HIMENO_CASE, metric="host (mpirun on the node)", unit="MFLOPS",
                      command=command, values=host, note="ranks share memory on one host"),
-        Row.measured(group=COMPUTE, case=case, metric="pods (server + locale pod)", unit="MFLOPS",
-                     command=command, values=pods, note="ranks talk TCP over the pod network"),
-        Row.measured(group=COMPUTE, case=case, metric="pod / host ratio", unit="x", command=command,
-                     values=[p / h for p, h in zip(pods, host, strict=True)], note="per repeat, same run"),
+        *_pod_rows(ONE_NODE, one, host, command=command, link="ranks talk TCP through the node's pod bridge"),
     ]  # fmt: skip
+    if two_nodes_reason or two_nodes_failed:
+        for metric in (f"pods on {TWO_NODES} (server + locale pod)", f"pod / host ratio, {TWO_NODES}"):
+            make = Row.not_run if two_nodes_reason else Row.failed
+            rows.append(make(group=COMPUTE, case=HIMENO_CASE, metric=metric, command=command,
+                             reason=two_nodes_reason or two_nodes_failed))  # fmt: skip
+    else:
+        rows += _pod_rows(
+            TWO_NODES, two, host, command=command, link="ranks talk TCP between the nodes' pod networks"
+        )
+    return rows
 
 
 def not_run_rows(reason: str, command: str) -> list[Row]:

@@ -9,14 +9,10 @@ timeout) to the moment the watch shows no server or locale pod is the drain row.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import re
-import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,26 +38,6 @@ def _all_ready(pods: dict[str, Any]) -> bool:
 
 def _none(pods: dict[str, Any]) -> bool:
     return not _workload(pods)
-
-
-@contextlib.contextmanager
-def _port_forward(ns: str, service: str, port: int) -> Iterator[int]:
-    proc = subprocess.Popen(
-        ["kubectl", "-n", ns, "port-forward", f"svc/{service}", f":{port}"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        m = re.search(r"127\.0\.0\.1:(\d+)", line)
-        if not m:
-            raise RuntimeError(f"kubectl port-forward said: {line!r}")
-        yield int(m.group(1))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _first_reply(port: int, *, timeout: float) -> tuple[float, float]:
@@ -109,7 +85,7 @@ def run(*, kubeconfig: Path, repo_root: Path, repeats: int, command: str) -> lis
         gone_at = cl.wait_pods(ns, lambda pods: not _workload(pods), timeout=300, what="no server/locale pod")
         drain.append(gone_at - ready_at - IDLE_SECONDS)
         for i in range(repeats):
-            with _port_forward(ns, f"{RELEASE}-arkouda-server", 5555) as port:
+            with cl.port_forward(ns, f"svc/{RELEASE}-arkouda-server", 5555) as port:
                 took, last = _first_reply(port, timeout=300)
             wake.append(took)
             gone_at = cl.wait_pods(
