@@ -9,7 +9,10 @@ Rows:
 
 - round trip of a small request, direct and through the gate (µs, median of the repeats; each repeat is the
   mean of GATE_ROUND_TRIPS requests) and the gate's overhead (µs and the ratio through/direct);
-- a 256 MiB reply through the gate ÷ direct (throughput ratio, goal ≥ 0.9).
+- a 256 MiB reply through the gate ÷ direct (throughput ratio, goal ≥ 0.9);
+- the CPU time the gate process spends per 256 MiB reply (its event loop thread, from /proc), next to what the
+  client and the server (this process) spend: on a machine whose cores are all busy the ratio cannot exceed
+  about client+server ÷ (client+server + gate), whatever the load was during the run.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
+import resource
+import statistics
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +72,9 @@ class _ReplyServer:
 
 
 @contextlib.contextmanager
-def _gate(server_port: int) -> Iterator[int]:
+def _gate(server_port: int) -> Iterator[tuple[int, int]]:
     """The product's Gate in its own process (as in its pod: no interpreter shared with the client), awake,
-    splicing to 127.0.0.1:server_port; yields its port."""
+    splicing to 127.0.0.1:server_port; yields its port and its pid."""
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited ZeroMQ context or threads
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_gate_process, args=(server_port, child), daemon=True)
@@ -77,7 +82,8 @@ def _gate(server_port: int) -> Iterator[int]:
     try:
         if not parent.poll(30):
             raise RuntimeError("the gate process did not start listening within 30 s")
-        yield int(parent.recv())
+        assert proc.pid is not None
+        yield int(parent.recv()), proc.pid
     finally:
         proc.terminate()
         proc.join(10)
@@ -136,13 +142,30 @@ class _AwakeScale:
         return None
 
 
+def _loop_cpu(pid: int) -> Callable[[], float]:
+    """CPU seconds so far of the process's main thread (the gate's event loop; /proc/PID/schedstat)."""
+
+    def read() -> float:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+
+    return read
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 @dataclass(frozen=True)
 class _Figures:
     rtt_us: float
     transfer_s: float
+    transfer_cpu_s: float  # client + server (this process) during the transfer
+    gate_cpu_s: float  # the gate's event loop during the transfer (0 for the direct path)
 
 
-def _measure(port: int, *, round_trips: int) -> _Figures:
+def _measure(port: int, *, round_trips: int, gate_cpu: Callable[[], float] | None = None) -> _Figures:
     ctx: Any = zmq.Context()
     sock: Any = ctx.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
@@ -157,13 +180,17 @@ def _measure(port: int, *, round_trips: int) -> _Figures:
             sock.send(b"x")
             sock.recv()
         rtt = (time.perf_counter() - began) / round_trips * 1e6
+        gate_began = gate_cpu() if gate_cpu else 0.0
+        cpu_began = _own_cpu()
         began = time.perf_counter()
         sock.send(b"big")
         reply = sock.recv(copy=False)
         transfer = time.perf_counter() - began
+        transfer_cpu = _own_cpu() - cpu_began
+        gate_used = gate_cpu() - gate_began if gate_cpu else 0.0
         if len(reply) != GATE_TRANSFER_BYTES:
             raise RuntimeError(f"the {GATE_TRANSFER_BYTES}-byte reply arrived as {len(reply)} bytes")
-        return _Figures(rtt_us=rtt, transfer_s=transfer)
+        return _Figures(rtt_us=rtt, transfer_s=transfer, transfer_cpu_s=transfer_cpu, gate_cpu_s=gate_used)
     finally:
         sock.close(0)
         ctx.term()
@@ -174,12 +201,13 @@ def run(*, repeats: int, command: str, round_trips: int = GATE_ROUND_TRIPS) -> l
     direct: list[_Figures] = []
     gated: list[_Figures] = []
     try:
-        with _gate(server.port) as gate_port:
+        with _gate(server.port) as (gate_port, gate_pid):
+            gate_cpu = _loop_cpu(gate_pid)
             for i in range(repeats):
                 # alternate the order so neither path always runs on a warmer machine
-                pair = [(direct, server.port), (gated, gate_port)]
-                for sink, port in pair if i % 2 == 0 else reversed(pair):
-                    sink.append(_measure(port, round_trips=round_trips))
+                pair = [(direct, server.port, None), (gated, gate_port, gate_cpu)]
+                for sink, port, cpu in pair if i % 2 == 0 else reversed(pair):
+                    sink.append(_measure(port, round_trips=round_trips, gate_cpu=cpu))
                 log.info(
                     "gate repeat %d: rtt direct %.1f µs, gate %.1f µs; 256 MiB direct %.3f s, gate %.3f s",
                     i + 1,
@@ -231,5 +259,14 @@ def run(*, repeats: int, command: str, round_trips: int = GATE_ROUND_TRIPS) -> l
             values=[d.transfer_s / g.transfer_s for g, d in pairs],
             note=f"direct {mib / min(f.transfer_s for f in direct):.0f} MiB/s best, "
             f"gate {mib / min(f.transfer_s for f in gated):.0f} MiB/s best",
+        ),
+        row(
+            case=f"{mib:.0f} MiB reply",
+            metric="gate CPU per reply",
+            unit="ms",
+            values=[f.gate_cpu_s * 1e3 for f in gated],
+            note="the gate's event loop thread; client + server CPU per reply (median): "
+            f"direct {statistics.median(f.transfer_cpu_s for f in direct) * 1e3:.0f} ms, "
+            f"through the gate {statistics.median(f.transfer_cpu_s for f in gated) * 1e3:.0f} ms",
         ),
     ]
