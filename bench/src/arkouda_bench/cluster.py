@@ -118,7 +118,17 @@ class Watcher:
         while not self._stop.is_set():
             self._watch = watch.Watch()  # type: ignore[no-untyped-call]
             try:
-                for ev in self._watch.stream(self._list_fn, self._ns, timeout_seconds=30):
+                # List, then watch from the list's version: a watch without one starts with one ADDED event
+                # per existing object, so a condition such as "no server pod" held on the first of them (the
+                # gate's pod) before the rest arrived. Each round lists afresh: no deleted object lingers.
+                listed = self._list_fn(self._ns)
+                t = time.time()
+                self._objects = {obj.metadata.name: obj for obj in listed.items}
+                self._on_event(dict(self._objects), t)
+                version = listed.metadata.resource_version
+                for ev in self._watch.stream(
+                    self._list_fn, self._ns, resource_version=version, timeout_seconds=30
+                ):
                     t = time.time()
                     obj = ev["object"]
                     if ev["type"] == "DELETED":
