@@ -155,9 +155,6 @@ def test_a_request_longer_than_the_idle_timeout_is_not_cut(kube: Kube, ns: str) 
     wait_asleep(kube, ns, timeout=IDLE_SECONDS + 120)  # and idle again afterwards
 
 
-# Known defect (CI run at b0272a0): `helm upgrade --reuse-values` of a sleeping release brings the replicas back
-# to (1, 2) although the StatefulSets render no `replicas`; the gate must own the count across upgrades.
-@pytest.mark.xfail(reason="helm upgrade of a sleeping release sets the replicas back (seen: (1, 2))")
 def test_helm_upgrade_of_a_sleeping_release_keeps_it_asleep(kube: Kube, ns: str) -> None:
     wait_asleep(kube, ns, timeout=IDLE_SECONDS + 120)
     assert replicas(kube, ns) == (0, 0)
@@ -174,9 +171,6 @@ def node_name(kube: Kube) -> str:
     return str(nodes[0].metadata.name)
 
 
-# Follows from the defect above: the upgrade that sets the nodeSelector wakes the release, and its --wait then
-# times out on the unschedulable server pod.
-@pytest.mark.xfail(reason="the upgrade wakes the sleeping release (defect above), so its --wait times out")
 def test_a_wake_that_cannot_be_satisfied_ends_with_an_event_and_a_client_error_then_succeeds(
     kube: Kube, ns: str
 ) -> None:

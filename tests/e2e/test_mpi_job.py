@@ -109,11 +109,9 @@ def test_helm_test_checks_the_output_in_the_launcher_log(ns: str) -> None:
         ),
         pytest.param(
             3,
-            ["--set", "server.mpi.command=/bin/sh", "--set-json", 'server.mpi.args=["-c","kill -SEGV $$"]'],
+            # Kubernetes reads `$$` in container args as an escaped `$`: `$$$$` reaches sh as `$$` (its own pid)
+            ["--set", "server.mpi.command=/bin/sh", "--set-json", 'server.mpi.args=["-c","kill -SEGV $$$$"]'],
             r"^mpirun exited with status 139: rank \d on node \S+ was killed by signal 11 \(Segmentation fault\)$",
-            # Known defect of this test double: Kubernetes reduces `$$` in container args to `$`, so sh runs
-            # `kill -SEGV $` (exit 2) instead of crashing; to be replaced by a crash without `$`.
-            marks=pytest.mark.xfail(reason="container args reduce $$ to $: the rank exits 2 instead of crashing"),
         ),
     ],
     ids=["command-not-in-image", "crashing-rank"],

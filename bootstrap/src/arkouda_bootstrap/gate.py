@@ -114,6 +114,7 @@ class _Link:
         self._conn: int | None = None  # its id in Traffic while spliced to the server
         self._done = False
         self._eofs: set[str] = set()
+        self._early: list[bytes] = []  # client bytes read before there was a backend, in order
 
     @property
     def read_buffer(self) -> memoryview:
@@ -152,13 +153,26 @@ class _Link:
         else:
             self._conn = self._gate.traffic.opened()
             log.debug("client %s spliced to %s:%d", self._peer(), host, port)
+        if self._early:  # the client's first bytes (ZeroMQ's greeting) go first
+            if self._conn is not None:
+                self._gate.traffic.client_sent(self._conn)
+            for chunk in self._early:
+                backend.write(chunk)
+            self._early.clear()
         self.client.resume_reading()
 
     def from_client(self, nbytes: int) -> None:
+        if self.backend is None:
+            # A held client's bytes can be read despite pause_reading() in connection_made (seen on the cluster
+            # with ZeroMQ's 10-byte greeting through kubectl port-forward); dropped, the server would never see the
+            # greeting and the client would hang until its handshake timeout (30 s). Keep them for the backend.
+            self._early.append(bytes(self.read_buffer[:nbytes]))
+            self.client.pause_reading()
+            log.debug("client %s: %d bytes read before the splice; kept for the server", self._peer(), nbytes)
+            return
         if self._conn is not None:
             self._gate.traffic.client_sent(self._conn)
-        if self.backend is not None:
-            self._gate.forward(self.backend, nbytes)
+        self._gate.forward(self.backend, nbytes)
 
     def from_backend(self, nbytes: int) -> None:
         if self._conn is not None:
