@@ -127,13 +127,49 @@ KCFG
   mv "$MULTUS_DIR/multus.kubeconfig.tmp" "$MULTUS_DIR/multus.kubeconfig"
 }
 
+# The rules of ARKOUDA-K8S-NET1, as `iptables -S` prints them: bridged frames between ports of akk8s1 pass (with
+# br_netfilter they traverse FORWARD with -i/-o = the bridge); anything else of 10.250.0.0/16 is not forwarded.
+net1_rules() {
+  printf -- '-N %s\n' "$NET1_CHAIN"
+  printf -- '-A %s -i %s -o %s -j ACCEPT\n' "$NET1_CHAIN" "$NET1_BRIDGE" "$NET1_BRIDGE"
+  printf -- '-A %s -s %s -j DROP\n' "$NET1_CHAIN" "$NET1_SUBNET"
+  printf -- '-A %s -d %s -j DROP\n' "$NET1_CHAIN" "$NET1_SUBNET"
+}
+
+# ensure_chain INDEX NETNS: the chain with exactly net1_rules and FORWARD's jump to it, written in ONE
+# iptables-restore transaction. Not rule by rule: kube-router (every node) syncs by iptables-save of the whole
+# filter table, editing, and iptables-restore without --noflush, up to several times a second while pods come and
+# go; rules added by anyone between its save and its restore are reverted. One rule at a time, that can leave the
+# chain with its DROPs but not the ACCEPT before them, and arkouda-net1 cut at that node. A transaction is kept or
+# reverted as a whole (reverted: no chain, nothing dropped); `up` checks again after its pods ran.
+ensure_chain() {
+  local n="$1" ns="$2" jump=""
+  if [[ "$(in_node "$ns" iptables -w -S "$NET1_CHAIN" 2>/dev/null)" == "$(net1_rules)" ]] &&
+    in_node "$ns" iptables -w -C FORWARD -j "$NET1_CHAIN" 2>/dev/null; then
+    return 0
+  fi
+  in_node "$ns" iptables -w -C FORWARD -j "$NET1_CHAIN" 2>/dev/null || jump="-I FORWARD 1 -j $NET1_CHAIN"
+  # ":CHAIN - [0:0]" declares the chain (made if missing), -F empties one that exists
+  { echo '*filter'
+    echo ":$NET1_CHAIN - [0:0]"
+    echo "-F $NET1_CHAIN"
+    net1_rules | grep -v -- '^-N '
+    [[ -z "$jump" ]] || echo "$jump"
+    echo COMMIT
+  } | in_node "$ns" iptables-restore -w --noflush
+  log "node $n: chain $NET1_CHAIN written${jump:+ and jumped to from FORWARD}"
+}
+
 node_up() {  # node_up INDEX NETNS CONTAINERD_TOML
-  local n="$1" ns="$2" cfg="$3" conf_dir bin_dir default
+  local n="$1" ns="$2" cfg="$3" conf_dir bin_dir default default_name
   conf_dir="$(toml_value "$cfg" conf_dir)"
   bin_dir="$(toml_value "$cfg" bin_dir)"
   [[ -d "$conf_dir" && -d "$bin_dir" ]] || die "node $n: no CNI conf_dir/bin_dir in $cfg"
   default="$(find "$conf_dir" -maxdepth 1 -name '*.conflist' ! -name '00-multus.conf' | sort | head -1)"
   [[ -n "$default" ]] || die "node $n: no default network (*.conflist) in $conf_dir: is the cluster up?"
+  # the conflist's own (top-level) name, e.g. arkouda-local
+  default_name="$(sed -n 's/^  "name": *"\([^"]*\)".*/\1/p' "$default" | head -1)"
+  [[ -n "$default_name" ]] || die "node $n: no top-level \"name\" in $default"
   # the plugin: a link in the runtime's CNI bin dir, removed by `down` (only if it is ours)
   if [[ ! -e "$bin_dir/multus" ]]; then
     ln -s "$MULTUS_BIN_DIR/multus" "$bin_dir/multus"
@@ -147,20 +183,23 @@ node_up() {  # node_up INDEX NETNS CONTAINERD_TOML
     echo "$ns" >>"$MULTUS_DIR/bridges"
   fi
   in_node "$ns" ip link set "$NET1_BRIDGE" up
-  if [[ "$ns" != - ]] && ! ip link show "akm$n" >/dev/null 2>&1; then
-    # the extra node's bridge joins node 0's through a veth: one L2 segment for every node's pods
-    ip link add "akm$n" type veth peer name akm-net1 netns "$ns"
+  if [[ "$ns" != - ]]; then
+    # the extra node's bridge joins node 0's through a veth: one L2 segment for every node's pods. Both ends are
+    # (re)attached on every run, not only when the veth is made: a bridge re-created on either side (a partial
+    # `down`, a node re-added) would otherwise keep a veth end without a master, and that node's pods alone.
+    ip link show "akm$n" >/dev/null 2>&1 || ip link add "akm$n" type veth peer name akm-net1 netns "$ns"
     ip link set "akm$n" master "$NET1_BRIDGE" up
     in_node "$ns" ip link set akm-net1 master "$NET1_BRIDGE" up
   fi
-  if ! in_node "$ns" iptables -w -S "$NET1_CHAIN" >/dev/null 2>&1; then
-    in_node "$ns" iptables -w -N "$NET1_CHAIN"
-    in_node "$ns" iptables -w -A "$NET1_CHAIN" -i "$NET1_BRIDGE" -o "$NET1_BRIDGE" -j ACCEPT
-    in_node "$ns" iptables -w -A "$NET1_CHAIN" -s "$NET1_SUBNET" -j DROP
-    in_node "$ns" iptables -w -A "$NET1_CHAIN" -d "$NET1_SUBNET" -j DROP
-  fi
-  in_node "$ns" iptables -w -C FORWARD -j "$NET1_CHAIN" 2>/dev/null || in_node "$ns" iptables -w -I FORWARD 1 -j "$NET1_CHAIN"
+  ensure_chain "$n" "$ns"
   mkdir -p "$MULTUS_DIR/node-$n/net.d" "$MULTUS_DIR/node-$n/cache" "$MULTUS_DIR/node-$n/ipam"
+  # The default network is named to Multus by its name and found in Multus' confDir (a link to the node's own
+  # conflist), not given as the file's path: for a path Multus v4.2.2 keeps the conflist only as the CNI library's
+  # generic plugin structs (type, name, ipam.type, ...: LoadDelegateNetConfFromConfList) and runs DEL with those,
+  # so the bridge plugin's DEL gets no "bridge" and no IPAM ranges ("plugin type=\"bridge\" failed (delete): no IP
+  # ranges specified"): every pod's teardown fails while Multus is installed (upstream multus-cni issue #1449, fixed
+  # by PR #1521 after v4.2.2). By name Multus keeps the file's raw bytes for ADD and DEL alike.
+  ln -sfn "$default" "$MULTUS_DIR/node-$n/net.d/$(basename "$default")"
   write_file "$MULTUS_DIR/node-$n/net.d/$NET1_NAME.conf" <<JSON
 {
   "cniVersion": "1.0.0",
@@ -184,7 +223,7 @@ JSON
   "type": "multus",
   "capabilities": {"portMappings": true},
   "kubeconfig": "$MULTUS_DIR/multus.kubeconfig",
-  "clusterNetwork": "$default",
+  "clusterNetwork": "$default_name",
   "confDir": "$MULTUS_DIR/node-$n/net.d",
   "cniDir": "$MULTUS_DIR/node-$n/cache",
   "binDir": "$bin_dir",
@@ -192,13 +231,27 @@ JSON
   "logLevel": "error"
 }
 JSON
-  log "node $n: multus in $conf_dir (default network $(basename "$default")), $NET1_NAME on $NET1_BRIDGE, 10.250.$n.0/24"
+  log "node $n: multus in $conf_dir (default network $default_name, $(basename "$default")), $NET1_NAME on $NET1_BRIDGE, 10.250.$n.0/24"
+}
+
+# diag: what decides whether frames cross the akk8s1 bridges, per node (printed when the check fails)
+diag() {
+  local n ns cfg
+  while read -r n ns cfg; do
+    echo "--- node $n (netns $ns)"
+    in_node "$ns" bridge link show master "$NET1_BRIDGE" 2>&1
+    in_node "$ns" bridge fdb show br "$NET1_BRIDGE" 2>&1 | grep -cv permanent | sed 's/^/learned MACs: /'
+    in_node "$ns" iptables -w -L "$NET1_CHAIN" -v -n -x 2>&1
+    in_node "$ns" iptables -w -L FORWARD -v -n -x --line-numbers 2>&1 | head -4
+  done < <(nodes)
 }
 
 # check: on every node a pod asking for arkouda-net1 gets a 10.250.x address in its network-status annotation,
-# and the first one fetches a page from every other one at that address (across nodes: one L2 segment)
+# and the first one fetches a page from every other one at that address (across nodes: one L2 segment); then the
+# pods are deleted, and the CNI DEL of every node must have gone through Multus without an error.
 check() {
-  local ns="multus-check-$$" node i=0 status ip first="" names=()
+  local ns="multus-check-$$" node i=0 status ip first="" names=() try ok since
+  since="$(date -u +%Y-%m-%dT%H:%M:%S)"
   kubectl_ create namespace "$ns" >/dev/null
   # shellcheck disable=SC2064
   trap "kubectl_ delete namespace '$ns' --wait=false >/dev/null 2>&1 || true" RETURN EXIT
@@ -233,12 +286,30 @@ YAML
       die "pod $name: its network-status has no 10.250.x address on $ns/$NET1_NAME: $status"
     if [[ -z "$first" ]]; then
       first="$name"
-    elif ! kubectl_ -n "$ns" exec "$first" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 $ip 8080" |
-      grep -q '^HTTP/1.[01] 200'; then
-      die "pod $first cannot fetch a page from $name at $ip ($NET1_NAME): the nodes' akk8s1 bridges are not one segment"
+      log "check: $name on $(kubectl_ -n "$ns" get pod "$name" -o jsonpath='{.spec.nodeName}') got $ip on $NET1_NAME"
+      continue
     fi
-    log "check: $name on $(kubectl_ -n "$ns" get pod "$name" -o jsonpath='{.spec.nodeName}') got $ip on $NET1_NAME${first:+ (reached from $first)}"
+    ok=""
+    for try in 1 2 3; do
+      if kubectl_ -n "$ns" exec "$first" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 $ip 8080" |
+        grep -q '^HTTP/1.[01] 200'; then ok=1; break; fi
+      sleep 1
+    done
+    if [[ -z "$ok" ]]; then
+      diag >&2
+      die "pod $first cannot fetch a page from $name at $ip ($NET1_NAME, 3 tries): the nodes' akk8s1 bridges are not one segment (counters above)"
+    fi
+    log "check: $name on $(kubectl_ -n "$ns" get pod "$name" -o jsonpath='{.spec.nodeName}') got $ip on $NET1_NAME (reached from $first${try:+, try $try})"
   done
+  # teardown through Multus: a failing DEL of the default network keeps sandboxes (and their pod IPs) on the node
+  kubectl_ -n "$ns" delete pods --all --wait=true --timeout=60s >/dev/null ||
+    die "the check pods were not deleted within 60 s: see $LOGS/multus-node-*.log and the kubelet logs"
+  sleep 1
+  if awk -v t="$since" '$1 >= t && /failed \(delete\)|DelegateDel/' "$LOGS"/multus-node-*.log 2>/dev/null | grep -q .; then
+    awk -v t="$since" '$1 >= t && /failed \(delete\)|DelegateDel/' "$LOGS"/multus-node-*.log | tail -5 >&2
+    die "CNI DEL through Multus failed while deleting the check pods (lines above from $LOGS/multus-node-*.log)"
+  fi
+  log "check: the ${#names[@]} pods deleted, every CNI DEL through Multus without error"
 }
 
 up() {
@@ -248,6 +319,8 @@ up() {
   kube_objects
   while read -r n ns cfg; do node_up "$n" "$ns" "$cfg"; done < <(nodes)
   check
+  # a kube-router sync overlapping the transaction may have reverted it: the chains once more, after the check
+  while read -r n ns cfg; do ensure_chain "$n" "$ns"; done < <(nodes)
 }
 
 down() {
