@@ -60,6 +60,14 @@ the job to be terminated. The first process to do so was:
   Exit code:    3
 --------------------------------------------------------------------------
 """
+# Only the first box: what OpenMPI 4.1 prints when the ranks die together (`mpirun -np 2 sh -c 'kill -SEGV $$'`
+# every time, `sh -c 'exit 3'` too), and now and then when one rank of two is killed.
+RANK_UNNAMED = """\
+--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+"""
 NOT_ENOUGH_SLOTS = """\
 --------------------------------------------------------------------------
 There are not enough slots available in the system to satisfy the 4
@@ -92,6 +100,23 @@ JOB_LABELS = {"batch.kubernetes.io/job-name": "r-arkouda-server-r2", "batch.kube
             "mpirun exited with status 139: rank 1 on node 10.244.0.18 was killed by signal 11 (Segmentation fault)",
         ),
         (RANK_EXIT_CODE, 3, "mpirun exited with status 3: rank 1 exited with code 3"),
+        (
+            RANK_UNNAMED,
+            139,
+            "mpirun exited with status 139: 1 process ended with a non-zero status and OpenMPI did not name the rank; "
+            "139 = 128+11: killed by signal 11 (Segmentation fault)",
+        ),
+        (
+            RANK_UNNAMED,
+            3,
+            "mpirun exited with status 3: 1 process ended with a non-zero status and OpenMPI did not name the rank",
+        ),
+        (
+            RANK_UNNAMED.replace("1 process returned", "2 processes returned"),
+            137,
+            "mpirun exited with status 137: 2 processes ended with a non-zero status and OpenMPI did not name the "
+            "rank; 137 = 128+9: killed by signal 9 (Killed)",
+        ),
         (
             NOT_ENOUGH_SLOTS,
             1,
