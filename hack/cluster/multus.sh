@@ -329,10 +329,14 @@ down() {
     [[ -f "$cfg" ]] || continue
     conf_dir="$(toml_value "$cfg" conf_dir)"
     [[ -n "$conf_dir" ]] && rm -f "$conf_dir/00-multus.conf"
-    if in_node "$ns" iptables -w -S "$NET1_CHAIN" >/dev/null 2>&1; then
+    # a kube-router sync overlapping the removal writes the chain back (seen: a deleted chain back with its rules
+    # a moment later): removed, looked at again half a second later, up to three times
+    for _ in 1 2 3; do
+      in_node "$ns" iptables -w -S "$NET1_CHAIN" >/dev/null 2>&1 || break
       while in_node "$ns" iptables -w -D FORWARD -j "$NET1_CHAIN" 2>/dev/null; do :; done
-      in_node "$ns" iptables -w -F "$NET1_CHAIN" && in_node "$ns" iptables -w -X "$NET1_CHAIN"
-    fi
+      { in_node "$ns" iptables -w -F "$NET1_CHAIN" && in_node "$ns" iptables -w -X "$NET1_CHAIN"; } 2>/dev/null || true
+      sleep 0.5
+    done
   done < <(nodes)
   for link in $(ip -o link show type veth | sed -n 's/^[0-9]*: \(akm[0-9]*\)@.*/\1/p'); do ip link del "$link"; done
   if [[ -f "$MULTUS_DIR/bridges" ]]; then
