@@ -32,7 +32,7 @@ SSH_PORT = 2222  # global.sshPort's default (charts/arkouda/values.yaml)
 PROBE_IMAGE = "localhost/arkouda-k8s/cluster-smoke:1"  # static busybox with nc, on every node (hack/cluster)
 BANNER = "SSH-2.0-"
 OVER = "mn4"  # the release that asks for one locale more than there are nodes
-OVER_WAIT_S = 60
+OVER_WAIT_S = 30
 
 
 def spread_values(release: str) -> dict[str, Any]:
