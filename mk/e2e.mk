@@ -11,11 +11,14 @@ LINT_TARGETS += lint-e2e
 # the node's containerd (values/local.yaml never pulls).
 e2e-prepare: images cluster-up cluster-load-images
 
-# Nodes of the e2e cluster (hack/cluster/README.md): E2E_NODES=3 spreads releases over node 0 and two extra
-# nodes with kube-router enforcing NetworkPolicies on each (tests/e2e/test_multinode.py, test_node_loss.py need
-# it; they skip on one node). Stays 1 until every module passes there: see hack/cluster/README.md.
-E2E_NODES ?= 1
+# Nodes of the e2e cluster (hack/cluster/README.md): node 0 and two extra nodes, kube-router enforcing
+# NetworkPolicies on each, so releases spread over nodes and tests/e2e/test_multinode.py, test_node_loss.py run
+# (they skip on one node). E2E_MULTUS=1 adds Multus and the secondary network arkouda-net1
+# (tests/e2e/test_secondary_network.py skips without it). E2E_NODES=1 E2E_MULTUS=0 is the old one-node suite.
+E2E_NODES ?= 3
+E2E_MULTUS ?= 1
 e2e-prepare: NODES = $(E2E_NODES)
+e2e-prepare: export CLUSTER_MULTUS = $(E2E_MULTUS)
 
 e2e-run: e2e-prepare venv
 	@KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(MAKE) e2e-suite
@@ -29,7 +32,7 @@ e2e-suite: venv ## The end-to-end suite against the cluster KUBECONFIG names (im
 	@test -n "$${KUBECONFIG:-}" || { echo "e2e-suite: KUBECONFIG must name the cluster to test" >&2; exit 1; }
 	@echo "e2e: KUBECONFIG=$$KUBECONFIG"
 	@cd $(REPO_ROOT) && $(PY) -m pytest -c tests/e2e/pytest.ini tests/e2e -v -s -p no:cacheprovider --timeout=1800 \
-	    -o log_cli=true -o log_cli_level=INFO $(E2E_PYTEST_ARGS)
+	    -o log_cli=true -o log_cli_level=INFO --durations=0 $(E2E_PYTEST_ARGS)
 
 # chart-testing as Helm users run it: every charts/arkouda/ci/*-values.yaml installed (--wait), `helm test`ed and
 # uninstalled, each in a namespace of its own (ct.yaml).

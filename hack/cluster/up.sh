@@ -213,8 +213,8 @@ phase images
 "$CLUSTER_HACK/load-images.sh"
 
 phase multus
-# Multus + the secondary network arkouda-net1 on every node (multus.sh, README), with CLUSTER_MULTUS=1 only: its
-# cross-node check still fails on the extra nodes (README, "Secondary network")
+# Multus + the secondary network arkouda-net1 on every node (multus.sh, README), with CLUSTER_MULTUS=1 only (the
+# e2e cluster sets it): every pod's CNI ADD/DEL then goes through Multus, which a plain node does not need
 [[ "${CLUSTER_MULTUS:-0}" != 1 ]] || "$CLUSTER_HACK/multus.sh" up
 
 phase smoke
