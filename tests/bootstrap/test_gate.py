@@ -324,21 +324,47 @@ def test_the_metrics_port_is_the_readiness_probe_and_scraping_it_never_wakes_a_s
     assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)
 
 
-def test_client_bytes_read_before_the_splice_reach_the_server_first(echo: EchoServer) -> None:
-    """asyncio may read a held client despite pause_reading() (seen on the cluster: ZeroMQ's greeting through
-    kubectl port-forward). Forced here: the held connection is read before the server exists; the client's
-    greeting and request must still reach the server, in order."""
-    s = GateSettings(**{**settings().__dict__, "server_port": echo.port})
-    with running(s, asleep=True, pods=listing()) as gate, req(gate.gate.port) as sock:
-        sock.send(b"first request")
-        deadline = time.monotonic() + 10
-        while not gate.gate.controller.held:
-            assert time.monotonic() < deadline, "the client was not held"
-            time.sleep(0.02)
-        held = gate.gate.controller.held[0]
-        assert isinstance(held, _Link)
-        gate.loop.call_soon_threadsafe(held.client.resume_reading)
-        time.sleep(0.3)  # the greeting (and nothing from the server) has been read by now
-        gate.pods(listing(server_pod()))
-        sock.setsockopt(zmq.RCVTIMEO, 10_000)
-        assert sock.recv() == b"first request"
+def test_a_held_clients_bytes_wait_in_the_kernel_and_reach_the_server_in_order_and_its_end_is_passed_on() -> None:
+    """Plain TCP both sides: a client of a sleeping release sends before there is a server (the gate holds it
+    unread), then more after the wake, then half-closes. The server must get every byte in order and the client's
+    end; the server's answer, sent after that end, must still reach the client (a half-close is passed on, not
+    taken for the end of the connection)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    got = bytearray()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            while chunk := conn.recv(65536):
+                got.extend(chunk)
+            conn.sendall(b"received %d" % len(got))
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    s = GateSettings(**{**settings().__dict__, "server_port": port})
+    early = os.urandom(3000)
+    late = os.urandom(2 << 20)
+    try:
+        with (
+            running(s, asleep=True, pods=listing()) as gate,
+            socket.create_connection(("127.0.0.1", gate.gate.port), timeout=10) as client,
+        ):
+            client.sendall(early)
+            deadline = time.monotonic() + 10
+            while not gate.gate.controller.held:
+                assert time.monotonic() < deadline, "the client was not held"
+                time.sleep(0.02)
+            assert isinstance(gate.gate.controller.held[0], _Link)
+            assert got == b""
+            gate.pods(listing(server_pod()))
+            client.sendall(late)
+            client.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := client.recv(100):
+                answer += chunk
+        server.join(10)
+        assert bytes(got) == early + late
+        assert answer == b"received %d" % (len(early) + len(late))
+    finally:
+        listener.close()

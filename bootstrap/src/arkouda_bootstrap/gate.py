@@ -1,10 +1,11 @@
 """`arkouda-bootstrap gate`: the always-on door of a release that sleeps when idle.
 
 It listens on the client port (the client Service selects it) and splices every client TCP connection to the
-server pod while the release is awake: bytes are copied as they come, never parsed, and their direction tells
-the idle decision (idle.py) whether a request is in flight. A connection that arrives while the release sleeps
-or starts is accepted and held unread; the controller (sleepwake.py) scales the release up and the connection is
-spliced once the server pod is Ready, so the client's own bytes reach the server first. A wake that misses its
+server pod while the release is awake: bytes move socket → pipe → socket with splice(2) as they come, never
+parsed or copied through this process, and their direction tells the idle decision (idle.py) whether a request
+is in flight. A connection that arrives while the release sleeps or starts is accepted and held unread (its
+bytes wait in the kernel); the controller (sleepwake.py) scales the release up and the connection is spliced
+once the server pod is Ready, so the client's own bytes reach the server first. A wake that misses its
 deadline ends the held connections at a loopback ZeroMQ REP socket (pyzmq) that answers their request with an
 Arkouda ERROR reply naming the reason, so the client raises instead of waiting for ever.
 
@@ -15,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
+import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -41,12 +45,13 @@ log = logging.getLogger(__name__)
 ERROR_LINGER_SECONDS = 5.0
 # A Ready server that refuses the connection (just restarted) is tried again this much later.
 RECONNECT_SECONDS = 1.0
-# The gate reads a socket into one buffer of this size and writes what it read to the other side at once
-# (BufferedProtocol: no bytes object per read). Large reads are what make a large transfer cheap: per 256 MiB the
-# gate spent ~110 ms of CPU with 1 MiB reads against ~165 ms with asyncio's 256 KiB reads (bench/README.md).
-READ_BUFFER_BYTES = 1 << 20
-# A side that holds this much unsent stops the other side's reads until it has sent most of it (flow control).
-WRITE_HIGH_WATER = 256 << 10
+# Bytes are moved with splice(2) through a pipe of this size per direction: no copy through user space and one
+# system call pair per pipe full. Per 256 MiB reply the gate's CPU fell from ~110 ms (1 MiB reads and writes in an
+# asyncio BufferedProtocol) to the figures in bench/README.md ("idle gate").
+PIPE_BYTES = 1 << 20
+SPLICE_FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
+# An accept that fails for want of file descriptors is tried again this much later, not in a tight loop.
+ACCEPT_PAUSE_SECONDS = 1.0
 WATCH_CHUNK_SECONDS = 300
 STATEFULSET_WAIT_SECONDS = 120.0
 
@@ -103,29 +108,118 @@ class ErrorAnswer:
         self._ctx.term()
 
 
-class _Link:
-    """One client connection, held or spliced to a server (or to the error socket)."""
+class _Flow:
+    """One direction of a spliced connection: `src` → a pipe → `dst` with splice(2), so the bytes move between the
+    two sockets inside the kernel (socket buffers to pipe pages and back) and never through this process's memory.
+    Readiness comes from the event loop (add_reader/add_writer); every splice is non-blocking. While `dst` cannot
+    take what the pipe holds, `src` is not read (flow control: at most one pipe of bytes in the gate)."""
 
-    def __init__(self, gate: Gate, client: asyncio.Transport) -> None:
+    def __init__(
+        self,
+        *,
+        link: _Link,
+        src: socket.socket,
+        dst: socket.socket,
+        moved: Callable[[], None],
+    ) -> None:
+        self._link = link
+        self._loop = asyncio.get_running_loop()
+        self._src, self._dst = src.fileno(), dst.fileno()
+        self._dst_sock = dst
+        self._moved = moved
+        self._pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size: the default size serves too
+            fcntl.fcntl(self._pipe_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        self._capacity = fcntl.fcntl(self._pipe_w, fcntl.F_GETPIPE_SZ)
+        self._pending = 0  # bytes in the pipe, not yet in dst
+        self._eof = False
+        self.done = False
+        self._reading = self._writing = False
+
+    def start(self) -> None:
+        self._read(on=True)
+
+    def _read(self, *, on: bool) -> None:
+        if on and not self._reading:
+            self._loop.add_reader(self._src, self._readable)
+        elif not on and self._reading:
+            self._loop.remove_reader(self._src)
+        self._reading = on
+
+    def _write(self, *, on: bool) -> None:
+        if on and not self._writing:
+            self._loop.add_writer(self._dst, self._writable)
+        elif not on and self._writing:
+            self._loop.remove_writer(self._dst)
+        self._writing = on
+
+    def _readable(self) -> None:
+        try:
+            n = os.splice(self._src, self._pipe_w, self._capacity - self._pending, flags=SPLICE_FLAGS)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._link.close(f"read: {exc}")
+            return
+        if n == 0:
+            self._eof = True
+            self._read(on=False)
+        else:
+            self._pending += n
+            self._moved()
+        self._drain()
+
+    def _writable(self) -> None:
+        self._drain()
+
+    def _drain(self) -> None:
+        while self._pending:
+            try:
+                self._pending -= os.splice(self._pipe_r, self._dst, self._pending, flags=SPLICE_FLAGS)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                self._link.close(f"write: {exc}")
+                return
+        if self._pending:  # dst is full: wait until it can take more, read nothing meanwhile
+            self._read(on=False)
+            self._write(on=True)
+            return
+        self._write(on=False)
+        if not self._eof:
+            self._read(on=True)
+        elif not self.done:  # the end is passed on: the other side may still be sending
+            self.done = True
+            with contextlib.suppress(OSError):
+                self._dst_sock.shutdown(socket.SHUT_WR)
+            self._link.flow_done()
+
+    def stop(self) -> None:
+        self._read(on=False)
+        self._write(on=False)
+        os.close(self._pipe_r)
+        os.close(self._pipe_w)
+
+
+class _Link:
+    """One client connection: held unread, then spliced to a server (or to the error socket)."""
+
+    def __init__(self, gate: Gate, client: socket.socket) -> None:
         self._gate = gate
         self.client = client
-        self.backend: asyncio.Transport | None = None
+        self.backend: socket.socket | None = None
         self.accepted_at = gate.clock()
         self._conn: int | None = None  # its id in Traffic while spliced to the server
         self._done = False
-        self._eofs: set[str] = set()
-        self._early: list[bytes] = []  # client bytes read before there was a backend, in order
-
-    @property
-    def read_buffer(self) -> memoryview:
-        return self._gate.read_buffer
+        self._flows: list[_Flow] = []
+        self._peer = _peer(client)
 
     # HeldClient
     def splice(self, host: str, port: int) -> None:
         self._gate.spawn(self._connect(host, port, failed=False))
 
     def fail(self, message: str) -> None:
-        log.warning("client %s: %s", self._peer(), message)
+        log.warning("client %s: %s", self._peer, message)
         self._gate.errors.set_message(message)
         self._gate.spawn(self._connect("127.0.0.1", self._gate.errors.port, failed=True))
 
@@ -134,10 +228,18 @@ class _Link:
             return
         loop = asyncio.get_running_loop()
         try:
-            backend, _ = await loop.create_connection(lambda: _BackendSide(self), host, port)
+            family, kind, proto, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
+            backend = socket.socket(family, kind, proto)
         except OSError as exc:
+            self.close(f"server address {host}:{port}: {exc}")
+            return
+        backend.setblocking(False)
+        try:
+            await loop.sock_connect(backend, address)
+        except OSError as exc:
+            backend.close()
             if failed:
-                self.close()
+                self.close(f"error socket: {exc}")
                 return
             log.info("server %s:%d refused the connection (%s); holding the client", host, port, exc)
             loop.call_later(RECONNECT_SECONDS, self._gate.arrived, self)
@@ -145,59 +247,43 @@ class _Link:
         if self._done:
             backend.close()
             return
-        backend.set_write_buffer_limits(high=WRITE_HIGH_WATER)
-        self.client.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        _nodelay(backend)
         self.backend = backend
         if failed:
             loop.call_later(ERROR_LINGER_SECONDS, self.close)
         else:
             self._conn = self._gate.traffic.opened()
-            log.debug("client %s spliced to %s:%d", self._peer(), host, port)
-        if self._early:  # the client's first bytes (ZeroMQ's greeting) go first
-            if self._conn is not None:
-                self._gate.traffic.client_sent(self._conn)
-            for chunk in self._early:
-                backend.write(chunk)
-            self._early.clear()
-        self.client.resume_reading()
+            log.debug("client %s spliced to %s:%d", self._peer, host, port)
+        # the client's bytes held so far (ZeroMQ's greeting, its first request) are still in the kernel: the
+        # first splice of the client's flow moves them to the server first
+        self._flows = [
+            _Flow(link=self, src=self.client, dst=backend, moved=self._client_sent),
+            _Flow(link=self, src=backend, dst=self.client, moved=self._server_sent),
+        ]
+        for flow in self._flows:
+            flow.start()
 
-    def from_client(self, nbytes: int) -> None:
-        if self.backend is None:
-            # A held client's bytes can be read despite pause_reading() in connection_made (seen on the cluster
-            # with ZeroMQ's 10-byte greeting through kubectl port-forward); dropped, the server would never see the
-            # greeting and the client would hang until its handshake timeout (30 s). Keep them for the backend.
-            self._early.append(bytes(self.read_buffer[:nbytes]))
-            self.client.pause_reading()
-            log.debug("client %s: %d bytes read before the splice; kept for the server", self._peer(), nbytes)
-            return
+    def _client_sent(self) -> None:
         if self._conn is not None:
             self._gate.traffic.client_sent(self._conn)
-        self._gate.forward(self.backend, nbytes)
 
-    def from_backend(self, nbytes: int) -> None:
+    def _server_sent(self) -> None:
         if self._conn is not None:
             self._gate.traffic.server_sent(self._conn)
-        self._gate.forward(self.client, nbytes)
 
-    # A half-close is passed on (the other side may still be sending); the link ends when both sides have.
-    def client_eof(self) -> None:
-        self._eofs.add("client")
-        if self.backend is None or not self.backend.can_write_eof() or len(self._eofs) == 2:
+    def flow_done(self) -> None:
+        """Both sides have ended their bytes: the link ends."""
+        if all(flow.done for flow in self._flows):
             self.close()
-        else:
-            self.backend.write_eof()
 
-    def backend_eof(self) -> None:
-        self._eofs.add("backend")
-        if not self.client.can_write_eof() or len(self._eofs) == 2:
-            self.close()
-        else:
-            self.client.write_eof()
-
-    def close(self) -> None:
+    def close(self, why: str = "") -> None:
         if self._done:
             return
         self._done = True
+        if why:
+            log.debug("client %s: closed (%s)", self._peer, why)
+        for flow in self._flows:
+            flow.stop()
         self.client.close()
         if self.backend is not None:
             self.backend.close()
@@ -205,70 +291,19 @@ class _Link:
             self._gate.traffic.closed(self._conn)
             self._gate.changed()
 
-    def _peer(self) -> str:
-        peer = self.client.get_extra_info("peername")
-        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
+
+def _peer(sock: socket.socket) -> str:
+    try:
+        peer = sock.getpeername()
+    except OSError:
+        return "?"
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
 
 
-class _ClientSide(asyncio.BufferedProtocol):
-    def __init__(self, gate: Gate) -> None:
-        self._gate = gate
-        self._link: _Link | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if not isinstance(transport, asyncio.Transport):  # create_server gives a Transport
-            return
-        transport.pause_reading()  # held: its bytes stay in the kernel until the server can take them
-        self._link = _Link(self._gate, transport)
-        self._gate.arrived(self._link)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._gate.read_buffer
-
-    def buffer_updated(self, nbytes: int) -> None:
-        if self._link is not None:
-            self._link.from_client(nbytes)
-
-    def eof_received(self) -> bool:
-        if self._link is not None:
-            self._link.client_eof()
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._link is not None:
-            self._link.close()
-
-    def pause_writing(self) -> None:
-        if self._link is not None and self._link.backend is not None:
-            self._link.backend.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self._link is not None and self._link.backend is not None:
-            self._link.backend.resume_reading()
-
-
-class _BackendSide(asyncio.BufferedProtocol):
-    def __init__(self, link: _Link) -> None:
-        self._link = link
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._link.read_buffer
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self._link.from_backend(nbytes)
-
-    def eof_received(self) -> bool:
-        self._link.backend_eof()
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._link.close()
-
-    def pause_writing(self) -> None:
-        self._link.client.pause_reading()
-
-    def resume_writing(self) -> None:
-        self._link.client.resume_reading()
+def _nodelay(sock: socket.socket) -> None:
+    """Requests and replies are passed on as they come (ZeroMQ sets the same on its own sockets)."""
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class Gate:
@@ -285,15 +320,6 @@ class Gate:
         self._stop = asyncio.Event()
         self.listening = threading.Event()  # set once `port` is bound (tests and benches start it in a thread)
         self.port = 0
-        # what every connection of this gate reads into (one event loop: a read is forwarded before the next)
-        self.read_buffer = memoryview(bytearray(READ_BUFFER_BYTES))
-
-    def forward(self, to: asyncio.Transport, nbytes: int) -> None:
-        """Write the first `nbytes` of the read buffer to `to`. A transport that cannot send them all keeps the
-        rest: Python 3.11 copies it, 3.12 and later keep a view of this buffer, so the next reads go to a new one."""
-        to.write(self.read_buffer[:nbytes])
-        if to.get_write_buffer_size():
-            self.read_buffer = memoryview(bytearray(READ_BUFFER_BYTES))
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -321,8 +347,13 @@ class Gate:
     async def serve(self, *, host: str, port: int, on_listening: Callable[[], None] | None = None) -> None:
         loop = asyncio.get_running_loop()
         self.errors.start()
-        server = await loop.create_server(lambda: _ClientSide(self), host, port, reuse_address=True)
-        self.port = server.sockets[0].getsockname()[1]
+        family, _, _, _, address = (
+            await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        )[0]
+        listener = socket.create_server(address, family=family, backlog=128)
+        listener.setblocking(False)
+        loop.add_reader(listener.fileno(), self._accept, listener)
+        self.port = listener.getsockname()[1]
         self.listening.set()
         log.info("gate listening on %s:%d", host, self.port)
         if on_listening is not None:
@@ -339,8 +370,26 @@ class Gate:
             control.cancel()
             stop.cancel()
             await asyncio.gather(control, stop, return_exceptions=True)
-            server.close()
+            loop.remove_reader(listener.fileno())
+            listener.close()
             self.errors.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        """Every pending connection is taken and held unread (its bytes stay in the kernel until the splice)."""
+        while True:
+            try:
+                client, _ = listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:  # e.g. out of file descriptors: the listener stays readable, so pause it
+                log.warning("accepting a client: %s; again in %g s", exc, ACCEPT_PAUSE_SECONDS)
+                loop = asyncio.get_running_loop()
+                loop.remove_reader(listener.fileno())
+                loop.call_later(ACCEPT_PAUSE_SECONDS, loop.add_reader, listener.fileno(), self._accept, listener)
+                return
+            client.setblocking(False)
+            _nodelay(client)
+            self.arrived(_Link(self, client))
 
     async def _control(self) -> None:
         while True:
