@@ -36,8 +36,11 @@ RELEASE_SEL = release_pods(RELEASE)
 KILL = REPO_ROOT / "hack" / "cluster" / "node-kill.sh"
 RESTORE = REPO_ROOT / "hack" / "cluster" / "node-restore.sh"
 KILLABLE = re.compile(r"arkouda-node-[1-9][0-9]*")
-# one node's loss: node-monitor-grace-period (50 s) + taint toleration (10 s) + pod grace (30 s) + nodewatch margin
-# (10 s) + a watch chunk + start and relaunch is about 2 minutes (docs/node-loss.md); twice that is a failure
+# Pod grace for this release: nodewatch force-deletes a lost node's pod only after its grace + margin, so the
+# chart's default 30 s would add 25 s to each loss without testing anything more (docs/node-loss.md, "Testing it").
+GRACE_SECONDS = 5
+# one node's loss: node-monitor-grace-period (50 s) + taint toleration (10 s) + pod grace (GRACE_SECONDS) + nodewatch
+# margin (10 s) + a watch chunk + start and relaunch is about 80 s; well over twice that is a failure
 RECOVERY_TIMEOUT = 300.0
 PROGRAM = "arkouda_server_real"
 
@@ -157,6 +160,8 @@ def test_install_spread_over_the_nodes(kube: Kube, ns: str, nodes: list[str]) ->
         "install", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
         "--set-json", "server.affinity=" + server_affinity(nodes),
         "--set-json", "locale.affinity=" + LOCALE_AFFINITY,
+        "--set", f"server.terminationGracePeriodSeconds={GRACE_SECONDS}",
+        "--set", f"locale.terminationGracePeriodSeconds={GRACE_SECONDS}",
         "--wait", "--timeout", "8m", timeout=600,
     )
     pods = kube.watch_pods_until(ns, RELEASE_SEL, all_ready(3), timeout=120, what="3 Ready pods of the release")
