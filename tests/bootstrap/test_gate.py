@@ -217,7 +217,7 @@ def test_a_client_of_a_sleeping_release_is_held_and_its_own_request_reaches_the_
 def test_a_wake_past_its_deadline_answers_the_client_with_an_arkouda_error_naming_the_reason(
     echo: EchoServer,
 ) -> None:
-    s = GateSettings(**{**settings(wake_timeout=1).__dict__, "server_port": echo.port})
+    s = GateSettings(**{**settings(wake_timeout=3).__dict__, "server_port": echo.port})
     pending = server_pod(
         ready=False,
         phase="Pending",
@@ -227,6 +227,8 @@ def test_a_wake_past_its_deadline_answers_the_client_with_an_arkouda_error_namin
             ),
         ),
     )
+    # the pending pod must be seen before the deadline (else the reason is "no pod yet"): 3 s leaves room on a
+    # loaded machine for the 0.3 s below
     with running(s, asleep=True, pods=listing()) as gate, req(gate.gate.port) as sock:
         request = {"user": "alice", "token": "", "cmd": "getconfig", "format": "STRING", "args": "", "size": -1}
         sock.send(json.dumps(request).encode())
@@ -235,11 +237,26 @@ def test_a_wake_past_its_deadline_answers_the_client_with_an_arkouda_error_namin
         reply = json.loads(sock.recv())
         assert reply["msgType"] == "ERROR"
         assert reply["user"] == "alice"
-        assert "not Ready after 1 s" in reply["msg"]
+        assert "not Ready after 3 s" in reply["msg"]
         assert "0/1 nodes: Insufficient cpu" in reply["msg"]
         assert gate.api.replicas == {SERVER: 0, LOCALE: 0}
         reasons = [e.reason for e in gate.api.created_events]
         assert reasons[:3] == ["Asleep", "Waking", "WakeTimeout"]
+
+
+def start_run_gate(api: FakeKube, s: GateSettings) -> tuple[threading.Thread, list[BaseException | int]]:
+    """run_gate as the CLI calls it, in a thread; the list gets its return value or its exception."""
+    outcome: list[BaseException | int] = []
+
+    def target() -> None:
+        try:
+            outcome.append(run_gate(api, s))
+        except BaseException as exc:  # the thread's result, checked by the caller
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, outcome
 
 
 def test_run_gate_wires_the_pod_watch_the_splice_and_a_refused_watch_ends_it(echo: EchoServer) -> None:
@@ -251,16 +268,7 @@ def test_run_gate_wires_the_pod_watch_the_splice_and_a_refused_watch_ends_it(ech
         pods={f"{SERVER}-0": server_pod(), s.pod_name: make_pod(s.pod_name)},
         block=True,
     )
-    outcome: list[BaseException | int] = []
-
-    def target() -> None:
-        try:
-            outcome.append(run_gate(api, s))
-        except BaseException as exc:  # the thread's result, checked below
-            outcome.append(exc)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
+    thread, outcome = start_run_gate(api, s)
     deadline = time.monotonic() + 10
     while not any(op == "watch_pods" for op, _ in api.calls):
         assert time.monotonic() < deadline, api.calls
@@ -282,21 +290,13 @@ def test_the_metrics_port_is_the_readiness_probe_and_scraping_it_never_wakes_a_s
 
     s = GateSettings(**{**settings().__dict__, "listen_port": free_port(), "metrics_port": free_port()})
     api = FakeKube(replicas={SERVER: 0, LOCALE: 0}, pods={s.pod_name: make_pod(s.pod_name)}, block=True)
-    outcome: list[BaseException | int] = []
-
-    def target() -> None:
-        try:
-            outcome.append(run_gate(api, s))
-        except BaseException as exc:  # the thread's result, checked below
-            outcome.append(exc)
 
     def scrape() -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{s.metrics_port}/metrics", timeout=5) as reply:
             text: str = reply.read().decode()
             return text
 
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
+    thread, outcome = start_run_gate(api, s)
     deadline = time.monotonic() + 10
     while True:
         try:
