@@ -75,12 +75,18 @@ fi
 shopt -s nullglob
 archives=("$IMAGES_DIR"/*.tar)
 if (( ${#archives[@]} == 0 )); then log "no image archives in $IMAGES_DIR (run 'make images')"; exit 0; fi
-for f in "${archives[@]}"; do import "$f"; done
-# Every extra node has a containerd of its own: import there too (node 0 first, then node 1, 2, ...).
+# Every extra node has a containerd of its own: import there too, all nodes at once (independent containerds and
+# state; on a fresh 3-node cluster one after the other took 41 s).
+pids=()
 if [[ -z "${CLUSTER_NODE:-}" ]]; then
   for i in $(extra_nodes); do
     [[ -S "$NODES_DIR/$i/run/containerd.sock" ]] || continue
     log "images for node $(node_name "$i")"
-    CLUSTER_NODE="$i" "$0"
+    CLUSTER_NODE="$i" "$0" &
+    pids+=("$!")
   done
 fi
+for f in "${archives[@]}"; do import "$f"; done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+(( failed == 0 )) || die "importing the images into an extra node failed (its lines above say which and why)"

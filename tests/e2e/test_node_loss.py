@@ -36,11 +36,12 @@ RELEASE_SEL = release_pods(RELEASE)
 KILL = REPO_ROOT / "hack" / "cluster" / "node-kill.sh"
 RESTORE = REPO_ROOT / "hack" / "cluster" / "node-restore.sh"
 KILLABLE = re.compile(r"arkouda-node-[1-9][0-9]*")
-# Pod grace for this release: nodewatch force-deletes a lost node's pod only after its grace + margin, so the
-# chart's default 30 s would add 25 s to each loss without testing anything more (docs/node-loss.md, "Testing it").
+# Pod grace and nodewatch margin for this release: nodewatch force-deletes a lost node's pod only after both, so the
+# chart's defaults (30 s, 10 s) would add 30 s to each loss without testing anything more (docs/node-loss.md,
+# "Testing it").
 GRACE_SECONDS = 5
-# one node's loss: node-monitor-grace-period (50 s) + taint toleration (10 s) + pod grace (GRACE_SECONDS) + nodewatch
-# margin (10 s) + a watch chunk + start and relaunch is about 80 s; well over twice that is a failure
+# one node's loss: node-monitor-grace-period (50 s) + taint toleration (10 s) + pod grace and nodewatch margin
+# (GRACE_SECONDS each) + a watch chunk + start and relaunch is about 70 s; well over twice that is a failure
 RECOVERY_TIMEOUT = 300.0
 PROGRAM = "arkouda_server_real"
 
@@ -162,6 +163,7 @@ def test_install_spread_over_the_nodes(kube: Kube, ns: str, nodes: list[str]) ->
         "--set-json", "locale.affinity=" + LOCALE_AFFINITY,
         "--set", f"server.terminationGracePeriodSeconds={GRACE_SECONDS}",
         "--set", f"locale.terminationGracePeriodSeconds={GRACE_SECONDS}",
+        "--set", f"nodeWatch.marginSeconds={GRACE_SECONDS}",
         "--wait", "--timeout", "8m", timeout=600,
     )
     pods = kube.watch_pods_until(ns, RELEASE_SEL, all_ready(3), timeout=120, what="3 Ready pods of the release")
