@@ -46,8 +46,7 @@ ERROR_LINGER_SECONDS = 5.0
 # A Ready server that refuses the connection (just restarted) is tried again this much later.
 RECONNECT_SECONDS = 1.0
 # Bytes are moved with splice(2) through a pipe of this size per direction: no copy through user space and one
-# system call pair per pipe full. Per 256 MiB reply the gate's CPU fell from ~110 ms (1 MiB reads and writes in an
-# asyncio BufferedProtocol) to the figures in bench/README.md ("idle gate").
+# system call pair per pipe full (the cost of a large transfer: bench/README.md, "idle gate").
 PIPE_BYTES = 1 << 20
 SPLICE_FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
 # An accept that fails for want of file descriptors is tried again this much later, not in a tight loop.
@@ -227,17 +226,15 @@ class _Link:
         if self._done:
             return
         loop = asyncio.get_running_loop()
+        backend: socket.socket | None = None
         try:
             family, kind, proto, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
             backend = socket.socket(family, kind, proto)
-        except OSError as exc:
-            self.close(f"server address {host}:{port}: {exc}")
-            return
-        backend.setblocking(False)
-        try:
+            backend.setblocking(False)
             await loop.sock_connect(backend, address)
         except OSError as exc:
-            backend.close()
+            if backend is not None:
+                backend.close()
             if failed:
                 self.close(f"error socket: {exc}")
                 return
