@@ -19,7 +19,7 @@ SI = "arkouda_server_real STAND-IN: locale"
 UDP = "(GASNet-EX 2024.5.0, UDP conduit)"
 AMS = "after exchanging active messages with 1 locale(s)"
 LOG = f"""\
-{T}26.794776923Z 2026-12-01 04:26:26,794 INFO arkouda_bootstrap.ssh: ssh probe: all 2 hosts answered
+{T}26.794776923Z 2026-12-01 04:26:26,794 INFO arkouda_bootstrap.ssh.client: ssh probe: all 2 hosts answered
 {T}27.226284096Z {SI} 1 of 2 joined the GASNet job {UDP}: host=l0
 {T}27.226512034Z {SI} 0 of 2 joined the GASNet job {UDP}: host=s0
 {T}27.250775060Z {SI} 0 of 2 passed the GASNet barrier {AMS}: host=s0

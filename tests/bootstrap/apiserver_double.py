@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from arkouda_bootstrap.kube import KubernetesApi
+from arkouda_bootstrap.kube.api import KubernetesApi
 from kubernetes import client
 
 TOKEN = "double-token"

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from apiserver_double import ApiServerDouble, serving
-from arkouda_bootstrap import cli, keys
+from arkouda_bootstrap.cli import main as cli
+from arkouda_bootstrap.ssh import keys
 from privdrop import spawn_as
 
 TEST_USER = "arkbs-test"

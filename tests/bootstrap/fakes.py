@@ -1,4 +1,4 @@
-"""FakeKube: a named test double of arkouda_bootstrap.kube.KubeApi and ServiceApi (in-memory pods, Secrets,
+"""FakeKube: a named test double of arkouda_bootstrap.kube.api.KubeApi and ServiceApi (in-memory pods, Secrets,
 Events, Services and EndpointSlices, and a scripted watch stream). No API server is involved; the e2e suite runs
 the same code against a real one."""
 
@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import ConflictError, EventInfo, GoneError, PodCondition, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.api import (
+    ConflictError,
+    EventInfo,
+    GoneError,
+    PodCondition,
+    PodEvent,
+    PodInfo,
+    PodList,
+    PodRef,
+)
 
 END = "END"  # ends one watch request (the server's timeout_seconds elapsed)
 

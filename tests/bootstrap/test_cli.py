@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import cli, config
+from arkouda_bootstrap import config
+from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.config import Launcher
 from arkouda_bootstrap.errors import EXIT_USAGE, UsageError
-from arkouda_bootstrap.kube import KubeApi
+from arkouda_bootstrap.kube.api import KubeApi
 from fakes import FakeKube
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,7 +175,7 @@ def test_entrypoint_exits_with_mains_status_without_interpreter_teardown(tmp_pat
     watch read made the normal teardown abort with SIGABRT after the program had succeeded)."""
     script = (
         "import sys, threading, time\n"
-        "from arkouda_bootstrap import cli\n"
+        "from arkouda_bootstrap.cli import main as cli\n"
         "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
         "cli.main = lambda: 7\n"
         "print('flushed before exit', end='')\n"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from arkouda_bootstrap.discovery import (
+from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
+from arkouda_bootstrap.kube.api import ContainerState, EventInfo, GoneError, PodCondition
+from arkouda_bootstrap.server.discovery import (
     EVENTS_MIN_INTERVAL,
     WaitTimeoutError,
     evaluate,
@@ -14,8 +16,6 @@ from arkouda_bootstrap.discovery import (
     pod_reason,
     wait_for_locales,
 )
-from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
-from arkouda_bootstrap.kube import ContainerState, EventInfo, GoneError, PodCondition
 from fakes import END, FakeClock, FakeKube, make_pod
 
 UNSCHEDULABLE = (

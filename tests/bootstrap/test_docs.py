@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
-from arkouda_bootstrap import cli
-from arkouda_bootstrap.events import Reason
+from arkouda_bootstrap.cli import main as cli
+from arkouda_bootstrap.kube.events import Reason
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "bootstrap" / "README.md"

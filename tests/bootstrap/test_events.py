@@ -7,9 +7,9 @@ import logging
 import pytest
 from arkouda_bootstrap.config import ServerSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.events import EventRecorder, Reason
-from arkouda_bootstrap.kube import PodRef
-from arkouda_bootstrap.server import _own_uid
+from arkouda_bootstrap.kube.api import PodRef
+from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.server.main import _own_uid
 from fakes import FakeKube, make_pod
 
 POD = PodRef(namespace="ns", name="r-arkouda-server-0", uid="u0")

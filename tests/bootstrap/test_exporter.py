@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 import zmq
-from arkouda_bootstrap import cli, exporter
+from arkouda_bootstrap import exporter
+from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.config import DEFAULT_EXPORTER_HOST, ExporterSettings
 from arkouda_bootstrap.errors import EXIT_FAILURE, EXIT_USAGE
 from prometheus_client.parser import text_string_to_metric_families

@@ -19,11 +19,11 @@ import pytest
 import zmq
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.events import EventRecorder
-from arkouda_bootstrap.gate import Gate, _Link, run_gate
-from arkouda_bootstrap.idle import Traffic
-from arkouda_bootstrap.kube import PodCondition, PodInfo, PodList, PodRef
-from arkouda_bootstrap.sleepwake import Controller
+from arkouda_bootstrap.gate.idle import Traffic
+from arkouda_bootstrap.gate.main import Gate, _Link, run_gate
+from arkouda_bootstrap.gate.sleepwake import Controller
+from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.events import EventRecorder
 from conftest import free_port
 from fakes import FakeKube, make_pod
 

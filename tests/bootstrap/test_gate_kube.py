@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
-from arkouda_bootstrap import cli
+from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError, UsageError
 

@@ -1,9 +1,9 @@
-"""The idle decision (arkouda_bootstrap.idle) with FakeClock: no sleeps, the clock moves only when told."""
+"""The idle decision (arkouda_bootstrap.gate.idle) with FakeClock: no sleeps, the clock moves only when told."""
 
 from __future__ import annotations
 
 import pytest
-from arkouda_bootstrap.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
+from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
 from fakes import FakeClock
 
 POLICY = IdlePolicy(timeout_seconds=60)

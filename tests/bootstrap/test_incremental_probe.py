@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from arkouda_bootstrap import ssh
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import client as ssh
 
 
 class RecordingProbe:

@@ -12,9 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import keygen, keys, locale, secretwatch, ssh, sshd, sshprobe
+from arkouda_bootstrap import keygen, locale
 from arkouda_bootstrap.config import KeygenSettings, SshTuning
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import keys, secretwatch, sshd
+from arkouda_bootstrap.ssh import probe as sshprobe
 from conftest import write_kubelet_secret
 from fakes import FakeKube
 
@@ -356,7 +359,7 @@ def pending_error() -> sshprobe.KeysPendingError:
 def test_a_pod_on_other_keys_of_the_release_is_waited_for_beyond_the_attempts(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     pending: list[str] = []
     scripted = ScriptedProbe([pending_error() for _ in range(6)])
     run_probe(monkeypatch, scripted, deadline=100.0, clock=Clock(), pending=pending)

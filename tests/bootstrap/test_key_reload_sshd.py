@@ -13,8 +13,10 @@ from pathlib import Path
 
 import paramiko
 import pytest
-from arkouda_bootstrap import keys, ssh, sshprobe
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import keys
+from arkouda_bootstrap.ssh import probe as sshprobe
 from conftest import LocaleSshd, start_as, write_kubelet_secret
 from test_key_lifecycle import RELEASE_ID, release_secret
 from test_server_flow import run_server_as
@@ -140,7 +142,7 @@ def test_probe_waits_for_a_locale_serving_a_lost_secret_until_it_reloads(
 ) -> None:
     """The Secret was deleted and regenerated: the server mounts the new one, the locale still serves the lost
     one's key, which the new Secret never recorded; the locale names this release, so the probe waits."""
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     sshd, volume, _lost = reloading_locale
     regenerated = release_secret()
     pending: list[str] = []

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from arkouda_bootstrap import keys
 from arkouda_bootstrap.config import KeygenSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.keygen import run_keygen
+from arkouda_bootstrap.ssh import keys
 from fakes import FakeKube, make_pod
 
 S = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from arkouda_bootstrap import keys
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import keys
 from cryptography.hazmat.primitives import serialization
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from apiserver_double import TOKEN, Answer, ApiServerDouble, serving
-from arkouda_bootstrap import kube
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import GoneError, KubernetesApi, PodRef
+from arkouda_bootstrap.kube import api as kube
+from arkouda_bootstrap.kube.api import GoneError, KubernetesApi, PodRef
 from kubernetes import client
 from test_kube_models import ready_pod, v1pod, wire
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import (
+from arkouda_bootstrap.kube.api import (
     event_from_json,
     event_from_watch,
     pod_from_json,

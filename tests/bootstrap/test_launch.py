@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from arkouda_bootstrap.config import Launcher
 from arkouda_bootstrap.errors import UsageError
-from arkouda_bootstrap.launch import build_plan, render_gasnet_ssh, render_hostfile, write_files
+from arkouda_bootstrap.server.launch import build_plan, render_gasnet_ssh, render_hostfile, write_files
 
 HOSTS = ["10.0.0.9", "10.0.0.3", "10.0.0.4"]
 STATE = Path("/run/arkouda")

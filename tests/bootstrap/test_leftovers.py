@@ -16,8 +16,11 @@ from pathlib import Path
 
 import paramiko
 import pytest
-from arkouda_bootstrap import keys, launch, ssh, sshprobe
 from arkouda_bootstrap.config import Launcher
+from arkouda_bootstrap.server import launch
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import keys
+from arkouda_bootstrap.ssh import probe as sshprobe
 
 FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
 

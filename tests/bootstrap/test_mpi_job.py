@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
-from arkouda_bootstrap import cli, jobrun, launch, mpioutcome
+from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.config import Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError, UsageError
-from arkouda_bootstrap.events import EventRecorder, Reason
-from arkouda_bootstrap.identity import Identity
-from arkouda_bootstrap.kube import KubeApi, PodRef
-from arkouda_bootstrap.server import Prepared
-from arkouda_bootstrap.ssh import ClientFiles
+from arkouda_bootstrap.kube.api import KubeApi, PodRef
+from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.server import jobrun, launch, mpioutcome
+from arkouda_bootstrap.server.main import Prepared
+from arkouda_bootstrap.ssh.client import ClientFiles
+from arkouda_bootstrap.ssh.identity import Identity
 from fakes import FakeKube, make_pod
 
 # Verbatim from OpenMPI 4.1 (Debian bookworm's openmpi-bin, the mpi image): `mpirun -np 2 <cmd>` as uid 1000.

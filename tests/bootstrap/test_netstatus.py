@@ -9,11 +9,11 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from arkouda_bootstrap import cli, netstatus
-from arkouda_bootstrap.discovery import wait_for_locales
+from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.errors import UsageError
-from arkouda_bootstrap.kube import PodInfo, pod_from_json
-from arkouda_bootstrap.netstatus import (
+from arkouda_bootstrap.kube import netstatus
+from arkouda_bootstrap.kube.api import PodInfo, pod_from_json
+from arkouda_bootstrap.kube.netstatus import (
     NETWORK_STATUS_ANNOTATION,
     Addresses,
     Attachment,
@@ -21,6 +21,7 @@ from arkouda_bootstrap.netstatus import (
     own_address,
     secondary_address,
 )
+from arkouda_bootstrap.server.discovery import wait_for_locales
 from fakes import END, FakeClock, FakeKube, make_pod
 
 NET = Attachment.parse("net1")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap.kube import PodEvent, PodInfo, PodList
-from arkouda_bootstrap.netstatus import NETWORK_STATUS_ANNOTATION, POD_NAME_LABEL
+from arkouda_bootstrap.kube.api import PodEvent, PodInfo, PodList
+from arkouda_bootstrap.kube.netstatus import NETWORK_STATUS_ANNOTATION, POD_NAME_LABEL
 from fakes import FakeKube, make_pod
 from test_server_flow import run_server_as
 

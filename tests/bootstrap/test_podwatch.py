@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from arkouda_bootstrap.kube import PodEvent, PodList
-from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.api import PodEvent, PodList
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
 from fakes import END, FakeClock, FakeKube, GoneError, make_pod
 
 

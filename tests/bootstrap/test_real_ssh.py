@@ -15,10 +15,12 @@ from typing import Any
 
 import paramiko
 import pytest
-from arkouda_bootstrap import keys, ssh, sshprobe
 from arkouda_bootstrap.config import SshTuning
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.sshd import KeyPaths
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import keys
+from arkouda_bootstrap.ssh import probe as sshprobe
+from arkouda_bootstrap.ssh.sshd import KeyPaths
 from conftest import LocaleSshd, free_port, start_as, write_secret_dir
 
 FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
@@ -150,7 +152,7 @@ def test_locale_writes_the_launcher_ssh_wrapper_at_the_servers_path(locale_sshd:
 def test_probe_succeeds_with_pinned_key(
     locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     probe_pods(locale_sshd, secret_data, tmp_path, pods=("arkouda-locale-0", "arkouda-locale-1"))
     assert "attempt 1/3" in caplog.text
     assert "all 2 hosts answered" in caplog.text
@@ -169,7 +171,7 @@ def test_probe_of_a_pod_serving_a_foreign_host_key_is_fatal_and_not_retried(
     locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The sshd serves a key that is neither pinned nor one of the release's retired keys."""
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     pinned, _ = rotated(secret_data)
     older = keys.parse_public_key(keys.generate_ed25519(comment="older").public_openssh, what="older")
     with pytest.raises(BootstrapError) as err:
@@ -187,7 +189,7 @@ def test_probe_of_a_pod_serving_a_retired_host_key_says_it_has_not_reloaded_and_
 ) -> None:
     """The sshd still serves the key the release had before a rotation: without a keys deadline, retried within
     the bounded policy, then reported as a pod that has not reloaded the new keys."""
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     pinned, retired = rotated(secret_data)
     with pytest.raises(BootstrapError) as err:
         probe_pods(locale_sshd, secret_data, tmp_path, pods=("arkouda-locale-2",), pinned=pinned, retired=retired)
@@ -209,7 +211,7 @@ def test_probe_waits_for_a_pod_to_roll_onto_the_rotated_host_key(
 ) -> None:
     """A second host key on the same address: the old sshd is replaced by one with the rotated Secret while the
     probe retries, and the probe then succeeds."""
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     new = keys.build_secret_data(release="t", with_token=False)
     # the rotation changed the host key only, so the client key stays authorized
     new.update({f: secret_data[f] for f in (keys.CLIENT_KEY, keys.CLIENT_PUB, keys.AUTHORIZED_KEYS)})
@@ -236,7 +238,7 @@ def test_probe_waits_for_a_pod_to_roll_onto_the_rotated_host_key(
 def test_probe_wrong_client_key_is_fatal(
     locale_sshd: LocaleSshd, secret_data: dict[str, bytes], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     wrong = keys.build_secret_data(release="other", with_token=False)
     with pytest.raises(BootstrapError) as err:
         probe_pods(locale_sshd, secret_data, tmp_path, client=wrong)
@@ -253,7 +255,7 @@ def test_probe_retries_until_sshd_listens(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     port = free_port()
     secret_dir = write_secret_dir(shared_dir / "secret", secret_data)
     probe = BackgroundProbe(
@@ -392,7 +394,7 @@ def test_probe_without_common_kex_is_fatal_with_advice(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     sshd = tuned_locale("--kex-algorithms", "sntrup761x25519-sha512@openssh.com")
     with pytest.raises(BootstrapError, match="global.sshKexAlgorithms"):
         probe_pods(sshd, secret_data, tmp_path)
@@ -418,7 +420,7 @@ def test_probe_of_an_sshd_limited_to_chacha20_names_the_values_keys(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """paramiko has no chacha20-poly1305; the launcher's OpenSSH would, but the probe must say what to keep."""
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh")
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
     sshd = tuned_locale("--ciphers", "chacha20-poly1305@openssh.com")
     with pytest.raises(BootstrapError) as err:
         probe_pods(sshd, secret_data, tmp_path)

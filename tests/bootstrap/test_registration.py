@@ -9,9 +9,9 @@ import threading
 
 import pytest
 from apiserver_double import MANAGED, SERVICES, SLICES, Answer, ApiServerDouble
-from arkouda_bootstrap import registration
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.registration import ServiceRegistration
+from arkouda_bootstrap.slurm import registration
+from arkouda_bootstrap.slurm.registration import ServiceRegistration
 from conftest import free_port
 from fakes import FakeKube
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import launch, server, ssh
 from arkouda_bootstrap.config import RELAUNCH_RESET_SECONDS, Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
-from arkouda_bootstrap.identity import Identity
-from arkouda_bootstrap.supervise import Outcome
+from arkouda_bootstrap.server import launch
+from arkouda_bootstrap.server import main as server
+from arkouda_bootstrap.server.supervise import Outcome
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh.identity import Identity
 from fakes import FakeKube
 
 

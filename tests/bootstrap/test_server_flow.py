@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import cli, keys
+from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.identity import find_nss_wrapper
-from arkouda_bootstrap.kube import PodCondition
+from arkouda_bootstrap.kube.api import PodCondition
+from arkouda_bootstrap.ssh import keys
+from arkouda_bootstrap.ssh.identity import find_nss_wrapper
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
 from fakes import FakeKube, Gate, make_pod
 from privdrop import spawn_as, wait_exit

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.events import EventRecorder
-from arkouda_bootstrap.idle import Traffic
-from arkouda_bootstrap.kube import PodCondition, PodEvent, PodInfo, PodList, PodRef
-from arkouda_bootstrap.sleepwake import WAKE_ANNOTATION, Controller, Phase, StatefulSetMissingError
+from arkouda_bootstrap.gate.idle import Traffic
+from arkouda_bootstrap.gate.sleepwake import WAKE_ANNOTATION, Controller, Phase, StatefulSetMissingError
+from arkouda_bootstrap.kube.api import PodCondition, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.events import EventRecorder
 from fakes import FakeClock, FakeKube, make_pod
 
 SERVER, LOCALE = "r-arkouda-server", "r-arkouda-locale"

@@ -10,9 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import cli, slurm
+from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.slurm import NodelistError
+from arkouda_bootstrap.slurm import hosts as slurm
+from arkouda_bootstrap.slurm.hosts import NodelistError
 
 SCONTROL = shutil.which("scontrol")
 pytestmark = pytest.mark.skipif(SCONTROL is None, reason="Slurm's scontrol is not installed: run 'make deps'")

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 from apiserver_double import MANAGED, SERVICES, SLICES, TOKEN, Answer, ApiServerDouble
-from arkouda_bootstrap import cli, keys
+from arkouda_bootstrap.cli import main as cli
+from arkouda_bootstrap.ssh import keys
 from conftest import free_port
 from privdrop import spawn_as, wait_exit
 from test_server_flow import STANDIN
@@ -27,9 +28,9 @@ from test_server_flow import STANDIN
 # The child runs as the test user, who cannot read the venv under /root: what the Slurm path and
 # --register-service load must already be imported here (privdrop.preimport covers the pod path).
 for _module in (
-    "arkouda_bootstrap.slurm",
-    "arkouda_bootstrap.userkeys",
-    "arkouda_bootstrap.registration",
+    "arkouda_bootstrap.slurm.hosts",
+    "arkouda_bootstrap.slurm.userkeys",
+    "arkouda_bootstrap.slurm.registration",
     "kubernetes.client",
     "kubernetes.config",
     "kubernetes.client.api.core_v1_api",

@@ -7,9 +7,10 @@ import pwd
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import identity, keys, ssh, sshd
 from arkouda_bootstrap.config import SshTuning
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import identity, keys, sshd
 from conftest import write_secret_dir
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import GoneError, PodCondition, PodInfo
-from arkouda_bootstrap.supervise import LocaleMonitor, exit_status, lost_reason, run_supervised
+from arkouda_bootstrap.kube.api import GoneError, PodCondition, PodInfo
+from arkouda_bootstrap.server.supervise import LocaleMonitor, exit_status, lost_reason, run_supervised
 from fakes import FakeKube, make_pod
 
 PY = sys.executable
@@ -64,7 +64,7 @@ def test_missing_command_is_one_line() -> None:
 
 HARNESS = """
 import os, sys
-from arkouda_bootstrap.supervise import run_supervised
+from arkouda_bootstrap.server.supervise import run_supervised
 sys.exit(run_supervised(sys.argv[1:], env=os.environ).exit_code)
 """
 

@@ -7,8 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import keys, userkeys
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.slurm import userkeys
+from arkouda_bootstrap.ssh import keys
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 

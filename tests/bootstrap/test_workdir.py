@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from arkouda_bootstrap import keys, workdir
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.server import workdir
+from arkouda_bootstrap.ssh import keys
 
 
 def secret(tmp_path: Path, token: bytes | None) -> Path:

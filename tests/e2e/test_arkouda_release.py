@@ -200,9 +200,9 @@ def test_release_records_hold_no_private_key(kube: Kube, ns: str) -> None:
 def test_bootstrap_kube_code_runs_with_the_charts_own_rbac(kube: Kube, ns: str, tmp_path: Any) -> None:
     """The bootstrap's seam (list+watch pods, pod Events, create Event) against the real API server, with a
     token of the chart's server ServiceAccount: its Role must allow exactly what the bootstrap needs."""
-    from arkouda_bootstrap.discovery import wait_for_locales
     from arkouda_bootstrap.errors import BootstrapError
-    from arkouda_bootstrap.kube import KubernetesApi, PodRef
+    from arkouda_bootstrap.kube.api import KubernetesApi, PodRef
+    from arkouda_bootstrap.server.discovery import wait_for_locales
 
     sa = f"{RELEASE}-arkouda-server"
     kubeconfig = tmp_path / "sa.kubeconfig"

@@ -32,7 +32,8 @@ config /tmp/wrong_known_hosts >/tmp/wrong.conf
 py=$(dirname "$(readlink -f "$(command -v arkouda-bootstrap)")")/python
 "$py" - <<'PY'
 from pathlib import Path
-from arkouda_bootstrap import launch, ssh
+from arkouda_bootstrap.server import launch
+from arkouda_bootstrap.ssh import client as ssh
 for name, conf in (("pinned", "/tmp/pinned.conf"), ("wrong", "/tmp/wrong.conf")):
     wrapper = Path(f"/tmp/state/bin/ssh-{name}")
     wrapper.write_text(ssh.render_wrapper(ssh="/usr/bin/ssh", config=Path(conf)))

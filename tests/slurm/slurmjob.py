@@ -227,7 +227,7 @@ def arkouda_job(
     """The user's ssh directory and a real sshd for the node (as `user`, on a free loopback port), work and job
     directories; the job is cancelled if the test leaves it running, and the sshd stopped. One sshd listening on
     all addresses answers for every node (they are all loopback addresses of this host)."""
-    from arkouda_bootstrap import keys
+    from arkouda_bootstrap.ssh import keys
 
     secret = keys.build_secret_data(release="slurm", with_token=False)
     secret_dir = helpers.write_secret_dir(base / "secret", secret)

@@ -24,8 +24,8 @@ from arkouda_bench.proc import children_cpu, pid_cpu
 from arkouda_bench.results import Row
 from arkouda_bench.sshconfig import DEFAULT, OURS, PREWARM, VARIANTS, ClientConfig, write_client_configs
 from arkouda_bench.sshd import BenchSetupError, SshServer, loopback_hosts
-from arkouda_bootstrap import ssh as bootstrap_ssh
-from arkouda_bootstrap.ssh import Host
+from arkouda_bootstrap.ssh import client as bootstrap_ssh
+from arkouda_bootstrap.ssh.client import Host
 
 log = logging.getLogger(__name__)
 

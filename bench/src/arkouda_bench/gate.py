@@ -3,7 +3,7 @@ loopback, in the same run as the direct connection.
 
 A pyzmq REP server stands in for arkouda_server's client port (it answers each request at once; a request of
 b"big" gets GATE_TRANSFER_BYTES back), a pyzmq REQ client plays Arkouda's client. The gate is the
-product's own code (arkouda_bootstrap.gate.Gate) in a process of its own, its controller told by a test
+product's own code (arkouda_bootstrap.gate.main.Gate) in a process of its own, its controller told by a test
 double of the pod watch that the server pod is Ready at 127.0.0.1, so it splices every connection at once.
 Rows:
 
@@ -33,11 +33,11 @@ import zmq
 
 from arkouda_bench.results import Row
 from arkouda_bootstrap.config import GateSettings
-from arkouda_bootstrap.events import EventRecorder
-from arkouda_bootstrap.gate import Gate
-from arkouda_bootstrap.idle import Traffic
-from arkouda_bootstrap.kube import PodCondition, PodInfo, PodList
-from arkouda_bootstrap.sleepwake import Controller
+from arkouda_bootstrap.gate.idle import Traffic
+from arkouda_bootstrap.gate.main import Gate
+from arkouda_bootstrap.gate.sleepwake import Controller
+from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList
+from arkouda_bootstrap.kube.events import EventRecorder
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""The server's pre-launch ssh probe (`arkouda_bootstrap.ssh.probe_all`, paramiko) of N hosts, against the
-same sshd as the fan-out, so its client CPU per host compares with the launcher's OpenSSH cost, same run.
+"""The server's pre-launch ssh probe (`arkouda_bootstrap.ssh.client.probe_all`, paramiko) of N hosts, against
+the same sshd as the fan-out, so its client CPU per host compares with the launcher's OpenSSH cost, same run.
 
 Client CPU is this process's own CPU over the call (every thread: the probe workers and paramiko's
 transport threads); nothing else runs in the bench process meanwhile. Server CPU is counted as for the
@@ -12,8 +12,9 @@ import time
 from collections.abc import Sequence
 
 from arkouda_bench.sshd import BenchSetupError, ClientKeys, SshServer
-from arkouda_bootstrap import keys, ssh
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import keys
 
 PROBE = "probe (paramiko)"
 # Retries are part of what a probe costs when the one sshd sheds load, but a broken setup must fail fast.

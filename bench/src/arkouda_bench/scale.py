@@ -52,7 +52,7 @@ IMAGE = "localhost/arkouda-k8s/arkouda:bench"
 DRIVER_THREADS = 8
 RUN_TIMEOUT = 600.0
 # The bootstrap CLI as `python -c` (its argv follows), for the profiler: main() returns instead of os._exit.
-PROFILED_MAIN = "import sys; from arkouda_bootstrap.cli import main; sys.exit(main(sys.argv[1:]))"
+PROFILED_MAIN = "import sys; from arkouda_bootstrap.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 # What the bootstrap's server may do: exactly the chart's server Role (charts/arkouda/charts/arkouda-server/
 # templates/role.yaml), so a request the chart would refuse fails here too.

@@ -1,5 +1,5 @@
 """The three ssh client configurations the fan-out bench compares, all rendered by the bootstrap's own
-code (`arkouda_bootstrap.ssh.write_client_files`: the config plus the `ssh` wrapper the spawners run):
+code (`arkouda_bootstrap.ssh.client.write_client_files`: the config plus the `ssh` wrapper the spawners run):
 
 - `openssh-default`: our rendered config with its `KexAlgorithms` and `Ciphers` lines removed, so OpenSSH's
   own defaults apply and everything else (pinned host key, key auth, batch mode) is identical;
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from arkouda_bench.sshd import ClientKeys
 from arkouda_bootstrap.config import DEFAULT_CONNECT_TIMEOUT, SshTuning
-from arkouda_bootstrap.ssh import write_client_files
+from arkouda_bootstrap.ssh.client import write_client_files
 
 DEFAULT = "openssh-default"
 OURS = "ours"

@@ -26,9 +26,9 @@ from pathlib import Path
 from types import TracebackType
 
 from arkouda_bench.proc import live_children, pid_cpu
-from arkouda_bootstrap import keys
-from arkouda_bootstrap import sshd as bootstrap_sshd
 from arkouda_bootstrap.config import SshTuning
+from arkouda_bootstrap.ssh import keys
+from arkouda_bootstrap.ssh import sshd as bootstrap_sshd
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,8 @@ def chown_tree(root: Path, uid: int, gid: int) -> None:
 class SshServer:
     """Context manager: a real sshd for the bench user on 0.0.0.0:<port>, and the client key material.
 
-    The sshd_config and the key copies come from the bootstrap's own `locale` code (arkouda_bootstrap.sshd),
+    The sshd_config and the key copies come from the bootstrap's own `locale` code
+    (arkouda_bootstrap.ssh.sshd),
     with two bench-only edits: it listens on 0.0.0.0 with a raised MaxStartups (one sshd stands in for every
     host; in a cluster each locale pod runs its own and sees one connection), and AllowUsers is narrowed to
     loopback clients. `secret` is the SSH Secret's data (default: fresh keys from the bootstrap's keygen

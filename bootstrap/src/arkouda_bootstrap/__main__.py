@@ -1,5 +1,5 @@
 """`python -m arkouda_bootstrap` runs the same CLI as the `arkouda-bootstrap` console script."""
 
-from arkouda_bootstrap.cli import entrypoint
+from arkouda_bootstrap.cli.main import entrypoint
 
 entrypoint()

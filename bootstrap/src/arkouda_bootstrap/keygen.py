@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 
-from arkouda_bootstrap import keys
 from arkouda_bootstrap.config import KeygenSettings
-from arkouda_bootstrap.kube import ConflictError, KubeApi
+from arkouda_bootstrap.kube.api import ConflictError, KubeApi
+from arkouda_bootstrap.ssh import keys
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Protocol
 
-from arkouda_bootstrap import secretwatch, ssh, sshd
 from arkouda_bootstrap.config import DEFAULT_CONNECT_TIMEOUT, LocaleSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.identity import Identity, ensure_identity
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import secretwatch, sshd
+from arkouda_bootstrap.ssh.identity import Identity, ensure_identity
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from arkouda_bootstrap import keys, sshd
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import keys, sshd
 
 if TYPE_CHECKING:
-    from arkouda_bootstrap.sshprobe import ProbeKeys
+    from arkouda_bootstrap.ssh.probe import ProbeKeys
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class MountedKeys:
         self._keys = self._load()
 
     def _load(self) -> ProbeKeys:
-        from arkouda_bootstrap import sshprobe
+        from arkouda_bootstrap.ssh import probe as sshprobe
 
         return sshprobe.ProbeKeys(
             client_key=sshprobe.load_client_key(self.paths.client_key),

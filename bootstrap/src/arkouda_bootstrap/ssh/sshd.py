@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from arkouda_bootstrap import keys
 from arkouda_bootstrap.config import SshTuning
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import keys
 
 log = logging.getLogger(__name__)
 

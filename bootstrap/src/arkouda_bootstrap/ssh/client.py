@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
-from arkouda_bootstrap import sshprobe
 from arkouda_bootstrap.config import DEFAULT_CONTROL_PERSIST, SshTuning
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.keys import PublicKey
+from arkouda_bootstrap.ssh import probe as sshprobe
+from arkouda_bootstrap.ssh.keys import PublicKey
 
 if TYPE_CHECKING:
     import paramiko

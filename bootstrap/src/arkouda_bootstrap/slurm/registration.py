@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import COMPONENT, ConflictError, ServiceApi
+from arkouda_bootstrap.kube.api import COMPONENT, ConflictError, ServiceApi
 
 log = logging.getLogger(__name__)
 

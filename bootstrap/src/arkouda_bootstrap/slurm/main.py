@@ -1,9 +1,6 @@
-"""`server`: get the host list, probe the hosts over ssh, write the launcher's files, launch and supervise.
-
-Two host sources feed the same probe → launch → supervise path: the locale pods of a release (`run_server`:
-discovery through the Kubernetes API, each pod probed as it turns Ready, a LocaleMonitor that relaunches after a
-lost locale) and a Slurm job's allocation (`run_slurm_server`: a static list, the user's own keys, no monitor —
-a failed launch ends the job and Slurm itself handles lost nodes; no Kubernetes API unless --register-service).
+"""`server --hosts-from slurm`: a Slurm job's allocation as the host list, probed with the user's own keys and
+the site's pinned host keys, launched and supervised without a monitor (a failed launch ends the job and Slurm
+itself handles lost nodes); no Kubernetes API unless --register-service publishes the server.
 """
 
 from __future__ import annotations
@@ -14,290 +11,30 @@ import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
-from arkouda_bootstrap import (
-    config,
-    discovery,
-    launch,
-    netstatus,
-    secretwatch,
-    slurm,
-    ssh,
-    sshprobe,
-    userkeys,
-    workdir,
-)
 from arkouda_bootstrap.config import Launcher, Registration, ServerSettings
-from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError, UsageError
-from arkouda_bootstrap.events import EventRecorder, Reason
-from arkouda_bootstrap.identity import Identity, ensure_identity
-from arkouda_bootstrap.kube import KubeApi, PodInfo, PodRef, ServiceApi
-from arkouda_bootstrap.registration import ReadyWhenListening, ServiceRegistration, server_port
-from arkouda_bootstrap.supervise import LocaleMonitor, Outcome, run_supervised
+from arkouda_bootstrap.errors import BootstrapError, UsageError
+from arkouda_bootstrap.kube.api import ServiceApi
+from arkouda_bootstrap.server import launch
+from arkouda_bootstrap.server.main import _stdout
+from arkouda_bootstrap.server.supervise import run_supervised
+from arkouda_bootstrap.slurm import hosts as slurm
+from arkouda_bootstrap.slurm import userkeys
+from arkouda_bootstrap.slurm.registration import ReadyWhenListening, ServiceRegistration, server_port
+from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import probe as sshprobe
+from arkouda_bootstrap.ssh.identity import ensure_identity
 
 if TYPE_CHECKING:
     import paramiko
 
 log = logging.getLogger(__name__)
 
-
-def _stdout(line: str) -> None:
-    print(line, flush=True)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """Everything decided before launch (returned for tests and --launcher none)."""
-
-    hosts: list[ssh.Host]
-    locales: list[PodInfo]
-    plan: launch.LaunchPlan
-    client: ssh.ClientFiles
-    identity: Identity
-
-
-def prepare_server(
-    api: KubeApi,
-    settings: ServerSettings,
-    *,
-    recorder: EventRecorder,
-    report: Callable[[str], None] = _stdout,
-    probe_policy: ssh.RetryPolicy | None = None,
-) -> Prepared:
-    ident = ensure_identity(state_dir=settings.state_dir)
-    work_dir = settings.work_dir if settings.launcher is Launcher.ARKOUDA else None
-    started = time.monotonic()
-    # a missing or malformed Secret fails now, not after waiting up to --timeout for the locales
-    with recorder.on_error(Reason.SECRET_INVALID):
-        mounted = secretwatch.MountedKeys(secret_dir=settings.secret_dir, state_dir=settings.state_dir)
-        token = (
-            workdir.read_token(settings.secret_dir)
-            if work_dir is not None and workdir.wants_authentication(settings.command)
-            else None
-        )
-    expected = settings.num_locales - 1
-    # A pod of this release that has not reloaded a changed Secret yet (the kubelet takes about a minute) is
-    # waited for until the wait deadline; a foreign host key still fails at once.
-    policy = replace(
-        probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts), keys_deadline=started + settings.timeout
-    )
-
-    def pending(host: ssh.Host, exc: ssh.KeysPendingError) -> None:
-        recorder.emit(Reason.KEYS_PENDING, f"{exc}; waiting for it until the wait deadline ({settings.timeout:g}s)")
-
-    probe = functools.partial(
-        ssh.probe_host,
-        port=settings.port,
-        user=ident.user,
-        keys=mounted.current,
-        timeout=float(settings.connect_timeout),
-        policy=policy,
-        on_pending=pending,
-        end_leftovers=launch.remote_program(settings.launcher, settings.command),
-        on_leftovers=lambda host, n: recorder.emit(
-            Reason.LEFTOVERS_ENDED,
-            f"ended {n} process(es) of a previous launch on {host.pod} ({host.address}) before launching",
-        ),
-    )
-    # With a secondary network every host, this one included, is reached at its address there.
-    addresses: netstatus.Addresses | None = None
-    own_ip = settings.pod_ip
-    if settings.network_attachment:
-        addresses = netstatus.Addresses(netstatus.Attachment.parse(settings.network_attachment))
-        with recorder.on_error(Reason.SECONDARY_NETWORK_MISSING, when=_network_error):
-            own_ip = netstatus.own_address(
-                api, namespace=settings.namespace, pod_name=settings.pod_name, attachment=addresses.attachment
-            )
-    host_of = functools.partial(_host, addresses=addresses)
-    own = ssh.Host(address=own_ip, pod=settings.pod_name)
-    with ssh.IncrementalProbe(probe, max_workers=min(ssh.MAX_PROBE_THREADS, settings.num_locales)) as prober:
-        # Each locale is probed as soon as it is seen Ready, so when the last one turns Ready only its own
-        # probe stands between it and the launch.
-        prober.submit(own)
-        try:
-            with (
-                recorder.on_error(Reason.RBAC_MISSING, when=lambda exc: "missing RBAC" in str(exc)),
-                recorder.on_error(Reason.SECONDARY_NETWORK_MISSING, when=_network_error),
-            ):
-                locales = discovery.wait_for_locales(
-                    api,
-                    namespace=settings.namespace,
-                    selector=settings.selector,
-                    expected=expected,
-                    timeout=settings.timeout,
-                    report=report,
-                    on_ready=lambda pod: prober.submit(host_of(pod)),
-                    addresses=addresses,
-                )
-        except discovery.WaitTimeoutError as exc:
-            recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
-            raise
-        hosts = [own, *map(host_of, locales)]
-        recorder.emit(
-            Reason.LOCALES_READY,
-            f"{expected} locales ready; hosts: " + " ".join(f"{h.pod}={h.address}" for h in hosts),
-        )
-        client = ssh.write_client_files(
-            state_dir=settings.state_dir,
-            user=ident.user,
-            port=settings.port,
-            identity_file=mounted.paths.client_key,
-            known_hosts=mounted.paths.known_hosts,
-            tuning=settings.tuning,
-            connect_timeout=settings.connect_timeout,
-            prewarm=settings.prewarm,
-            wrapper_env=ident.env,
-        )
-        try:
-            prober.finish(hosts)
-            if settings.prewarm:
-                ssh.prewarm(hosts, wrapper=client.wrapper)
-        except BootstrapError as exc:
-            recorder.emit(Reason.PROBE_FAILED, str(exc))
-            raise
-    plan = launch.build_plan(
-        launcher=settings.launcher,
-        command=settings.command,
-        hosts=[h.address for h in hosts],
-        own_ip=own_ip,
-        num_locales=settings.num_locales,
-        state_dir=settings.state_dir,
-        ssh_config=client.config,
-        ssh_wrapper=client.wrapper,
-        slots=settings.slots,
-        omp_threads=settings.omp_threads,
-        remote_path=str(settings.work_dir) if settings.work_dir else None,
-        extra_env=ident.env,
-    )
-    launch.write_files(plan)
-    if work_dir is not None:
-        with recorder.on_error(Reason.WORK_DIR_UNUSABLE):
-            workdir.prepare(work_dir, token=token)
-    return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
-
-
-def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.Host:
-    return ssh.Host(address=addresses.address(pod) if addresses else pod.pod_ip or "", pod=pod.name)
-
-
-def _network_error(exc: BootstrapError) -> bool:
-    return isinstance(exc, netstatus.NetworkStatusError)
-
-
-def _own_uid(api: KubeApi, settings: ServerSettings) -> str:
-    """The server pod's uid ties Events to it for `kubectl describe`; without `get pods` they still get created."""
-    try:
-        own = api.get_pod(namespace=settings.namespace, name=settings.pod_name)
-    except BootstrapError as exc:
-        log.warning("Events will not carry the pod uid: %s", exc)
-        return ""
-    if own is None:
-        log.warning("pod %s not found in namespace %s (--pod-name, POD_NAME)", settings.pod_name, settings.namespace)
-        return ""
-    return own.uid
-
-
-def run_server(
-    api: KubeApi,
-    settings: ServerSettings,
-    *,
-    report: Callable[[str], None] = _stdout,
-    probe_policy: ssh.RetryPolicy | None = None,
-    grace_seconds: float = 10.0,
-    clock: Callable[[], float] = time.monotonic,
-) -> int:
-    """Returns the exit status (the child's, or EXIT_LOCALE_LOST).
-
-    A lost locale stops the program; the server then waits for the locales again and relaunches in place, so
-    recovery does not pay a container restart and the kubelet's growing restart back-off (10 s, 20 s, 40 s, …
-    for every further loss). After `max_relaunches` losses in a row (each run shorter than
-    RELAUNCH_RESET_SECONDS) it exits non-zero and leaves the back-off to Kubernetes."""
-    recorder = EventRecorder(
-        api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=_own_uid(api, settings))
-    )
-    losses_in_a_row = 0
-    while True:
-        prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
-        if not prepared.plan.argv:
-            report(f"launcher none: wrote {settings.state_dir} (ssh_config, hostfile); no command given")
-            return 0
-        env = {**os.environ, **prepared.plan.env}
-        launched = f"launched {' '.join(prepared.plan.argv)} on {len(prepared.hosts)} hosts ({settings.launcher.value})"
-        if not settings.supervise:
-            _exec(prepared, env, recorder, launched=launched)
-        started = clock()
-        outcome = _launch_supervised(
-            api, prepared, settings, recorder, env=env, launched=launched, grace_seconds=grace_seconds
-        )
-        if outcome.lost_reason is None:
-            return outcome.exit_code
-        stopped = f"{outcome.lost_reason}; stopped the program (status {outcome.exit_code})"
-        if outcome.signalled:
-            raise BootstrapError(f"{stopped}; not relaunching: we are being stopped", exit_code=EXIT_LOCALE_LOST)
-        losses_in_a_row = 1 if clock() - started >= config.RELAUNCH_RESET_SECONDS else losses_in_a_row + 1
-        if losses_in_a_row > settings.max_relaunches:
-            raise BootstrapError(
-                f"{stopped}; {losses_in_a_row - 1} relaunches in a row already (--max-relaunches, "
-                "server.maxRelaunches): exiting so Kubernetes restarts the server",
-                exit_code=EXIT_LOCALE_LOST,
-            )
-        message = (
-            f"{stopped}; relaunching when all locales are Ready again "
-            f"(relaunch {losses_in_a_row}/{settings.max_relaunches} in a row)"
-        )
-        report(message)
-        recorder.emit(Reason.RELAUNCHING, message)
-
-
-def _exec(prepared: Prepared, env: dict[str, str], recorder: EventRecorder, *, launched: str) -> NoReturn:
-    recorder.emit(Reason.LAUNCHED, launched + " (unsupervised)")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execvpe(prepared.plan.argv[0], prepared.plan.argv, env)
-    except OSError as exc:
-        raise BootstrapError(f"cannot exec {prepared.plan.argv[0]}: {exc.strerror or exc}") from None
-
-
-def _launch_supervised(
-    api: KubeApi,
-    prepared: Prepared,
-    settings: ServerSettings,
-    recorder: EventRecorder,
-    *,
-    env: dict[str, str],
-    launched: str,
-    grace_seconds: float,
-    output: Callable[[str], None] | None = None,
-) -> Outcome:
-    monitor = (
-        LocaleMonitor(api, namespace=settings.namespace, selector=settings.selector, locales=prepared.locales)
-        if prepared.locales
-        else None
-    )
-    try:
-        return run_supervised(
-            prepared.plan.argv,
-            env=env,
-            monitor=monitor,
-            grace_seconds=grace_seconds,
-            on_started=lambda pid: recorder.emit(Reason.LAUNCHED, f"{launched}; pid {pid}"),
-            on_lost=lambda reason: recorder.emit(Reason.LOCALE_LOST, reason),
-            output=output,
-        )
-    finally:
-        if settings.prewarm:
-            ssh.close_masters(prepared.hosts, wrapper=prepared.client.wrapper)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# --hosts-from slurm
 
 # OpenMPI inside a Slurm job would start its daemons with srun and take the hosts from Slurm; these make it use
 # the hostfile and the pinned ssh wrapper instead, from the batch host only (the other nodes have no wrapper).
@@ -465,7 +202,7 @@ def _registration(
             "reaches it by"
         )
     if factory is None:
-        from arkouda_bootstrap.kube import KubernetesApi
+        from arkouda_bootstrap.kube.api import KubernetesApi
 
         if not source.kubeconfig.is_file():
             raise BootstrapError(f"kubeconfig {source.kubeconfig} (--kubeconfig, KUBECONFIG) does not exist")

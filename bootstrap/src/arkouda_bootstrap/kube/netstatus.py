@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import BootstrapError, UsageError
-from arkouda_bootstrap.kube import KubeApi, PodInfo, PodList
-from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.api import KubeApi, PodInfo, PodList
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
 
 log = logging.getLogger(__name__)
 

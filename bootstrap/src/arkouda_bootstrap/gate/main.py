@@ -31,12 +31,12 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.events import EventRecorder
-from arkouda_bootstrap.gatemetrics import serve_metrics
-from arkouda_bootstrap.idle import Traffic
-from arkouda_bootstrap.kube import KubeApi, PodEvent, PodList, PodRef, ScaleApi
-from arkouda_bootstrap.podwatch import follow_pods
-from arkouda_bootstrap.sleepwake import Controller, StatefulSetMissingError
+from arkouda_bootstrap.gate.idle import Traffic
+from arkouda_bootstrap.gate.metrics import serve_metrics
+from arkouda_bootstrap.gate.sleepwake import Controller, StatefulSetMissingError
+from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodList, PodRef, ScaleApi
+from arkouda_bootstrap.kube.events import EventRecorder
+from arkouda_bootstrap.kube.podwatch import follow_pods
 
 log = logging.getLogger(__name__)
 

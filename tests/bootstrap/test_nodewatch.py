@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
-from arkouda_bootstrap import cli
+from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.errors import BootstrapError, UsageError
-from arkouda_bootstrap.kube import PodCondition, PodInfo, PodList, pod_from_json
-from arkouda_bootstrap.nodeloss import NodeWatchSettings, Reaper, node_lost_evidence, run_nodewatch, statefulset_of
-from arkouda_bootstrap.podwatch import ChunkEnded
+from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList, pod_from_json
+from arkouda_bootstrap.kube.podwatch import ChunkEnded
+from arkouda_bootstrap.nodewatch import NodeWatchSettings, Reaper, node_lost_evidence, run_nodewatch, statefulset_of
 from fakes import END, FakeClock, FakeKube, make_pod
 from kubernetes import client
 from test_kube_models import wire

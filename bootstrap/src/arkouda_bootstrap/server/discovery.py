@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
-from arkouda_bootstrap.kube import EventInfo, KubeApi, PodInfo, PodList
-from arkouda_bootstrap.netstatus import Addresses
-from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.api import EventInfo, KubeApi, PodInfo, PodList
+from arkouda_bootstrap.kube.netstatus import Addresses
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
 
 log = logging.getLogger(__name__)
 

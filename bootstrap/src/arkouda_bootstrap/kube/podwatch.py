@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from arkouda_bootstrap.kube import GoneError, KubeApi, PodEvent, PodList
+from arkouda_bootstrap.kube.api import GoneError, KubeApi, PodEvent, PodList
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-from arkouda_bootstrap.discovery import pod_reason
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import KubeApi, PodEvent, PodInfo, PodList
-from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.server.discovery import pod_reason
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from arkouda_bootstrap.idle import Traffic
-from arkouda_bootstrap.sleepwake import Controller, Phase
+from arkouda_bootstrap.gate.idle import Traffic
+from arkouda_bootstrap.gate.sleepwake import Controller, Phase
 
 log = logging.getLogger(__name__)
 

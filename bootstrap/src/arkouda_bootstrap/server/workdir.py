@@ -16,8 +16,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from arkouda_bootstrap import keys
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.ssh import keys
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.keys import KEY_TYPE, RETIRED_HOST_KEYS, PublicKey, banner_release_id, retired_host_keys
+from arkouda_bootstrap.ssh.keys import KEY_TYPE, RETIRED_HOST_KEYS, PublicKey, banner_release_id, retired_host_keys
 
 if TYPE_CHECKING:
     import paramiko

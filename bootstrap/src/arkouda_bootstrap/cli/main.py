@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, cast
 
-from arkouda_bootstrap import __version__, config, netstatus
+from arkouda_bootstrap import __version__, config
 from arkouda_bootstrap.config import (
     ExporterSettings,
     GateSettings,
@@ -27,11 +27,12 @@ from arkouda_bootstrap.config import (
     SshTuning,
 )
 from arkouda_bootstrap.errors import BootstrapError, UsageError
-from arkouda_bootstrap.kube import KubeApi, KubernetesApi, resolve_namespace
-from arkouda_bootstrap.nodeloss import NodeWatchSettings
+from arkouda_bootstrap.kube import netstatus
+from arkouda_bootstrap.kube.api import KubeApi, KubernetesApi, resolve_namespace
+from arkouda_bootstrap.nodewatch import NodeWatchSettings
 
 if TYPE_CHECKING:
-    from arkouda_bootstrap.jobrun import JobSettings
+    from arkouda_bootstrap.server.jobrun import JobSettings
 
 log = logging.getLogger(__name__)
 
@@ -606,7 +607,7 @@ def job_settings(v: Values, server: ServerSettings) -> JobSettings | None:
     """--scale-down-when-done (a Kubernetes Job's launcher); None without it."""
     if not v.given("scale_down_when_done"):
         return None
-    from arkouda_bootstrap.jobrun import JobSettings  # imports the server's modules: only when it runs
+    from arkouda_bootstrap.server.jobrun import JobSettings  # imports the server's modules: only when it runs
 
     so = v.opt("scale_down_when_done")
     if server.slurm is not None:
@@ -715,12 +716,12 @@ def dispatch(
         raise UsageError(f"{ns.subcommand} takes no command after `--`")
 
     if ns.subcommand == "nodewatch":
-        from arkouda_bootstrap.nodeloss import run_nodewatch
+        from arkouda_bootstrap.nodewatch import run_nodewatch
 
         watch = nodewatch_settings(values, namespace="")
         return run_nodewatch(api_factory(), replace(watch, namespace=resolve_namespace(values.raw("namespace"))))
     if ns.subcommand == "gate":
-        from arkouda_bootstrap.gate import GateApi, run_gate
+        from arkouda_bootstrap.gate.main import GateApi, run_gate
 
         gate = gate_settings(values, namespace="")
         gate = replace(gate, namespace=resolve_namespace(values.raw("namespace")))
@@ -741,18 +742,18 @@ def dispatch(
         keygen = replace(keygen, namespace=resolve_namespace(values.raw("namespace")))
         print(run_keygen(api_factory(), keygen), flush=True)
         return 0
-    from arkouda_bootstrap.server import run_server
+    from arkouda_bootstrap.server.main import run_server
 
     server = server_settings(values, namespace="", command=command)
     if server.slurm is not None:
         # no Kubernetes API on this path (only --register-service talks to one, with its own kubeconfig)
-        from arkouda_bootstrap.server import run_slurm_server
+        from arkouda_bootstrap.slurm.main import run_slurm_server
 
         return run_slurm_server(server, environ=environ)
     job = job_settings(values, server)
     server = replace(server, namespace=resolve_namespace(values.raw("namespace")))
     if job is not None:
-        from arkouda_bootstrap.jobrun import run_job
+        from arkouda_bootstrap.server.jobrun import run_job
 
         return run_job(api_factory(), server, job)
     return run_server(api_factory(), server)

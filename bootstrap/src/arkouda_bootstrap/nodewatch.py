@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.events import EventRecorder, Reason
-from arkouda_bootstrap.kube import KubeApi, PodEvent, PodInfo, PodList, PodRef
-from arkouda_bootstrap.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Protocol
 
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.events import EventRecorder, Reason
-from arkouda_bootstrap.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
-from arkouda_bootstrap.kube import PodEvent, PodInfo, PodList, ScaleApi
+from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
+from arkouda_bootstrap.kube.api import PodEvent, PodInfo, PodList, ScaleApi
+from arkouda_bootstrap.kube.events import EventRecorder, Reason
 
 log = logging.getLogger(__name__)
 

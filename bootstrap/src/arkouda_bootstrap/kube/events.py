@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube import KubeApi, PodRef
+from arkouda_bootstrap.kube.api import KubeApi, PodRef
 
 log = logging.getLogger(__name__)
 

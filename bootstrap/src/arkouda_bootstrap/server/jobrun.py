@@ -20,12 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from arkouda_bootstrap import mpioutcome, ssh
 from arkouda_bootstrap.config import ServerSettings
 from arkouda_bootstrap.errors import EXIT_FAILURE, EXIT_LOCALE_LOST, BootstrapError
-from arkouda_bootstrap.events import EventRecorder, Reason
-from arkouda_bootstrap.kube import KubeApi, PodInfo, PodRef
-from arkouda_bootstrap.server import _launch_supervised, _stdout, prepare_server
+from arkouda_bootstrap.kube.api import KubeApi, PodInfo, PodRef
+from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.server import mpioutcome
+from arkouda_bootstrap.server.main import _launch_supervised, _stdout, prepare_server
+from arkouda_bootstrap.ssh import client as ssh
 
 log = logging.getLogger(__name__)
 

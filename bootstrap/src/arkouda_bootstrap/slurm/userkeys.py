@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.keys import KEY_TYPE, PublicKey, parse_public_key
+from arkouda_bootstrap.ssh.keys import KEY_TYPE, PublicKey, parse_public_key
 
 if TYPE_CHECKING:
     import paramiko

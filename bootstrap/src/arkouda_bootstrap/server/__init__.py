@@ -1,0 +1,1 @@
+"""`server` on Kubernetes: wait for the locales, probe, launch, supervise (and the Job run mode)."""

@@ -1,0 +1,1 @@
+"""`server --hosts-from slurm`: the allocation's hosts, the user's own keys, the Service registration."""

@@ -1,0 +1,1 @@
+"""SSH on both sides: key material, the unprivileged sshd, the launcher's client and the probe."""
