@@ -48,3 +48,24 @@ bootstrap-wheel: venv ## Build the arkouda-bootstrap wheel into _out/wheels/ (in
 	@cd $(BOOTSTRAP_DIR) && python -m build --wheel --outdir $(WHEEL_DIR) . >/dev/null
 	@rm -rf $(BOOTSTRAP_DIR)/build $(BOOTSTRAP_DIR)/src/*.egg-info
 	@ls $(WHEEL_DIR)/arkouda_bootstrap-*.whl
+
+# The licenses of the bootstrap's runtime dependencies and their whole closure (docs/licenses.md):
+# hack/tools/licenses.py reads the metadata of what the venv has installed, fails on a GPL dependency and on a
+# table that disagrees. Its tests (fake dist-info doubles in a temp dir) are tests/tools/, run by test-tools.
+LICENSES_PY := $(REPO_ROOT)/hack/tools/licenses.py
+TOOLS_TESTS := $(REPO_ROOT)/tests/tools
+LINT_TARGETS += lint-licenses
+TEST_TARGETS += test-tools
+
+.PHONY: lint-licenses test-tools
+
+lint-licenses: venv ## Licenses of the bootstrap's runtime closure: none GPL, docs/licenses.md agrees; ruff + mypy --strict of the check
+	@cd $(REPO_ROOT) && ruff check --config docker/ruff.toml $(LICENSES_PY) \
+	  && ruff format --check --config docker/ruff.toml $(LICENSES_PY)
+	@cd $(REPO_ROOT) && ruff check --config $(TOOLS_TESTS)/ruff.toml $(TOOLS_TESTS) \
+	  && ruff format --check --config $(TOOLS_TESTS)/ruff.toml $(TOOLS_TESTS)
+	@cd $(REPO_ROOT) && MYPYPATH=hack/tools mypy --strict --python-version 3.11 --no-incremental $(LICENSES_PY) $(TOOLS_TESTS)
+	@$(PY) $(LICENSES_PY)
+
+test-tools: venv ## Tests of the checks under hack/tools (the license check against fake dist-info doubles)
+	@cd $(REPO_ROOT) && $(PY) -m pytest -q -p no:cacheprovider -c $(TOOLS_TESTS)/pytest.ini $(TOOLS_TESTS)
