@@ -1,4 +1,4 @@
-"""Issue 6 rows 2-4 on the project's real local node (make cluster-up; images loaded by make e2e-prepare).
+"""Install, recovery and compute rows on the project's local node (make cluster-up; images: make e2e-prepare).
 
 - install to ready: `helm install --wait` of the chart with values/local.yaml and 4 locales; while helm runs,
   watches on the namespace's Jobs and Pods timestamp the phases: keygen hook Job succeeded, every release pod

@@ -1,4 +1,4 @@
-"""Issue 7: the launcher's ssh fan-out (GASNet SSH spawner / mpirun rsh agent) against one real sshd.
+"""The launcher's ssh fan-out (GASNet SSH spawner / mpirun rsh agent) against one real sshd.
 
 For each N, N `ssh -F <cfg> <host> true` run in parallel, one per distinct loopback address, as locale 0's
 spawner does, through the `ssh` wrapper the bootstrap writes for them. Client CPU is the reaped children's

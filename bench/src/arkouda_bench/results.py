@@ -123,7 +123,8 @@ def this_command() -> str:
     return shlex.join(["python", "-m", "arkouda_bench", *sys.argv[1:]])
 
 
-# The order of the parts in the table: issue 7's row, issue 6's rows 1 and 2-4, then the real launcher's.
+# The order of the parts in the table: ssh fan-out, the bootstrap at scale, install/recovery/compute on the
+# local node, the real launcher, the idle gate.
 PART_ORDER = ("fanout", "scale", "cluster", "launch", "gate")
 
 # The paths whose uncommitted changes make a measurement differ from its commit ("+dirty").

@@ -1,4 +1,4 @@
-"""Issue 6 row 1: the bootstrap's `server` at scale against a real kube-apiserver + etcd (no kubelet).
+"""The bootstrap's `server` at scale against a real kube-apiserver + etcd (no kubelet).
 
 For each N, a fresh namespace gets one server pod and N locale pods (bound to a node name no kubelet
 serves); this harness drives their status to Ready with pod IPs on distinct loopback addresses, all answered
