@@ -196,7 +196,7 @@ SLURM = [
         "--known-hosts",
         "ARKOUDA_SSH_KNOWN_HOSTS",
         "slurm: known_hosts file that pins every node's ssh-ed25519 host key (default: <ssh-dir>/known_hosts)",
-        unset="`<ssh-dir>/known_hosts`",
+        unset="(unset: `<ssh-dir>/known_hosts`)",
         doc="slurm: pins every node's ssh-ed25519 host key",
     ),
     Opt(
