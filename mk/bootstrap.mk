@@ -20,12 +20,18 @@ BOOTSTRAP_CLIENT_TESTS := $(BOOTSTRAP_TESTS)/test_kube_api.py $(BOOTSTRAP_TESTS)
 LINT_TARGETS += lint-bootstrap
 TEST_TARGETS += test-bootstrap test-bootstrap-floor
 
-.PHONY: lint-bootstrap test-bootstrap test-bootstrap-floor bootstrap-wheel
+.PHONY: lint-bootstrap test-bootstrap test-bootstrap-floor bootstrap-wheel bootstrap-docs
 
-lint-bootstrap: venv ## Lint the bootstrap: ruff check, ruff format --check, mypy --strict (src and tests)
+lint-bootstrap: venv ## Lint the bootstrap: ruff check, ruff format --check, mypy --strict (src and tests), README flag tables
 	@cd $(REPO_ROOT) && ruff check --config $(BOOTSTRAP_PYPROJECT) bootstrap/src tests/bootstrap
 	@cd $(REPO_ROOT) && ruff format --check --config $(BOOTSTRAP_PYPROJECT) bootstrap/src tests/bootstrap
 	@cd $(REPO_ROOT) && mypy --config-file $(BOOTSTRAP_PYPROJECT) --strict bootstrap/src tests/bootstrap
+	@cd $(REPO_ROOT) && python -m arkouda_bootstrap.cli.docs --check $(BOOTSTRAP_DIR)/README.md \
+		&& echo "lint-bootstrap: ok   README flag tables up to date"
+
+# The README's flag tables are generated from the option tables of the CLI (bootstrap/src/arkouda_bootstrap/cli/).
+bootstrap-docs: venv ## Regenerate the flag tables of bootstrap/README.md from the CLI's option tables
+	@cd $(REPO_ROOT) && python -m arkouda_bootstrap.cli.docs $(BOOTSTRAP_DIR)/README.md
 
 test-bootstrap: venv ## Run the bootstrap's pytest suite (unit, real OpenSSH sshd/ssh, real child processes)
 	@cd $(REPO_ROOT) && python -m pytest -p no:cacheprovider --timeout=$(BOOTSTRAP_TEST_TIMEOUT) \

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 from arkouda_bootstrap import config
+from arkouda_bootstrap.cli import exporter as exporter_cli
+from arkouda_bootstrap.cli import locale as locale_cli
 from arkouda_bootstrap.cli import main as cli
+from arkouda_bootstrap.cli import server as server_cli
+from arkouda_bootstrap.cli.options import COMMON, Values
 from arkouda_bootstrap.config import Launcher
 from arkouda_bootstrap.errors import EXIT_USAGE, UsageError
 from arkouda_bootstrap.kube.api import KubeApi
@@ -26,11 +30,11 @@ SERVER_ENV = {
 }
 
 
-def server(argv: list[str], environ: dict[str, str]) -> cli.ServerSettings:  # type: ignore[name-defined]
+def server(argv: list[str], environ: dict[str, str]) -> config.ServerSettings:
     own, command = cli.split_command(["server", *argv])
     ns = cli.build_parser().parse_args(own)
-    values = cli.Values(ns, [*cli.COMMON, *cli.SERVER], environ)
-    return cli.server_settings(values, namespace="ns", command=command)
+    values = Values(ns, server_cli.COMMAND.options, environ)
+    return server_cli.server_settings(values, namespace="ns", command=command)
 
 
 def test_server_from_env_with_defaults() -> None:
@@ -53,9 +57,11 @@ def test_the_cli_defaults_are_the_settings_defaults() -> None:
         namespace="ns", num_locales=3, selector=s.selector, pod_name="rel-arkouda-server-0", pod_ip="10.1.0.5"
     )
     ns = cli.build_parser().parse_args(["exporter"])
-    assert cli.exporter_settings(cli.Values(ns, [*cli.COMMON, *cli.EXPORTER], {})) == config.ExporterSettings()
+    assert (
+        exporter_cli.exporter_settings(Values(ns, [*COMMON, *exporter_cli.EXPORTER], {})) == config.ExporterSettings()
+    )
     ns = cli.build_parser().parse_args(["locale"])
-    assert cli.locale_settings(cli.Values(ns, [*cli.COMMON, *cli.LOCALE], {})) == config.LocaleSettings()
+    assert locale_cli.locale_settings(Values(ns, [*COMMON, *locale_cli.LOCALE], {})) == config.LocaleSettings()
 
 
 def test_flags_win_over_env_and_command_flags_are_not_ours() -> None:

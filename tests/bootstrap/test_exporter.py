@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 import zmq
 from arkouda_bootstrap import exporter
+from arkouda_bootstrap.cli import exporter as exporter_cli
 from arkouda_bootstrap.cli import main as cli
+from arkouda_bootstrap.cli.options import COMMON, Values
 from arkouda_bootstrap.config import DEFAULT_EXPORTER_HOST, ExporterSettings
 from arkouda_bootstrap.errors import EXIT_FAILURE, EXIT_USAGE
 from prometheus_client.parser import text_string_to_metric_families
@@ -333,7 +335,7 @@ def test_parse_metrics_names_the_bad_field(payload: Any, says: str) -> None:
 def test_cli_builds_settings_from_env_and_flags() -> None:
     ns = cli.build_parser().parse_args(["exporter", "--listen-port", "9100"])
     env = {"METRICS_SERVER_PORT": "6001", "ARKOUDA_EXPORTER_TIMEOUT": "2.5"}
-    s = cli.exporter_settings(cli.Values(ns, [*cli.COMMON, *cli.EXPORTER], env))
+    s = exporter_cli.exporter_settings(Values(ns, [*COMMON, *exporter_cli.EXPORTER], env))
     assert s == ExporterSettings(
         metrics_host="127.0.0.1",
         metrics_port=6001,

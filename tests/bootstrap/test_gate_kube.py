@@ -7,7 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
+from arkouda_bootstrap.cli import gate as gate_cli
 from arkouda_bootstrap.cli import main as cli
+from arkouda_bootstrap.cli.options import COMMON, Values
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError, UsageError
 
@@ -62,8 +64,8 @@ GOOD = {
 
 def settings(env: dict[str, str], argv: list[str] | None = None) -> object:
     ns = cli.build_parser().parse_args(["gate", *(argv or [])])
-    values = cli.Values(ns, [*cli.COMMON, *cli.GATE], env)
-    return cli.gate_settings(values, namespace="ns")
+    values = Values(ns, [*COMMON, *gate_cli.GATE], env)
+    return gate_cli.gate_settings(values, namespace="ns")
 
 
 def test_gate_settings_from_the_environment_with_defaults() -> None:

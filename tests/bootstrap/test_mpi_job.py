@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
 from arkouda_bootstrap.cli import main as cli
+from arkouda_bootstrap.cli import server as server_cli
+from arkouda_bootstrap.cli.options import Values
 from arkouda_bootstrap.config import Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError, UsageError
 from arkouda_bootstrap.kube.api import KubeApi, PodRef
@@ -303,9 +305,9 @@ BASE_ENV = {
 def job_settings(argv: list[str], env: dict[str, str]) -> jobrun.JobSettings | None:
     own, command = cli.split_command(argv)
     ns = cli.build_parser().parse_args(own)
-    opts = [*cli.COMMON, *cli.SUBCOMMANDS["server"][1]]
-    values = cli.Values(ns, opts, {**BASE_ENV, **env})
-    return cli.job_settings(values, cli.server_settings(values, namespace="ns", command=command))
+    opts = cli.SUBCOMMANDS["server"].options
+    values = Values(ns, opts, {**BASE_ENV, **env})
+    return server_cli.job_settings(values, server_cli.server_settings(values, namespace="ns", command=command))
 
 
 def test_the_cli_reads_the_statefulset_and_the_termination_log_from_flags_or_env() -> None:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
 from arkouda_bootstrap.cli import main as cli
+from arkouda_bootstrap.cli import nodewatch as nodewatch_cli
+from arkouda_bootstrap.cli.options import Values
 from arkouda_bootstrap.errors import BootstrapError, UsageError
 from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList, pod_from_json
 from arkouda_bootstrap.kube.podwatch import ChunkEnded
@@ -208,8 +210,8 @@ def test_follow_items_other_than_pods_change_nothing() -> None:
 def settings_from(args: list[str], env: dict[str, str] | None = None) -> NodeWatchSettings:
     parser = cli.build_parser()
     ns = parser.parse_args(["nodewatch", *args])
-    values = cli.Values(ns, [*cli.COMMON, *cli.SUBCOMMANDS["nodewatch"][1]], env or {})
-    return cli.nodewatch_settings(values, namespace="ns")
+    values = Values(ns, cli.SUBCOMMANDS["nodewatch"].options, env or {})
+    return nodewatch_cli.nodewatch_settings(values, namespace="ns")
 
 
 def test_nodewatch_flags_and_environment() -> None:

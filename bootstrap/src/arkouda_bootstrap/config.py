@@ -42,6 +42,10 @@ DEFAULT_EXPORTER_PORT = 9556
 DEFAULT_EXPORTER_TIMEOUT = 5.0
 DEFAULT_EXPORTER_HOST = "0.0.0.0"  # noqa: S104 - Prometheus scrapes the pod IP
 DEFAULT_METRICS_HOST = "127.0.0.1"  # Arkouda's metrics socket is in the same pod
+# Arkouda's own default client port (its --ServerPort): the gate's ports and a registered Service's port.
+DEFAULT_SERVER_PORT = 5555
+# `server --scale-down-when-done`: the container's terminationMessagePath unless the pod spec sets another.
+DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 
 _ALGO_LIST = re.compile(r"^[+\-^]?[A-Za-z0-9@.\-]+(,[A-Za-z0-9@.\-]+)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -53,12 +57,17 @@ class Launcher(StrEnum):
     NONE = "none"
 
 
+DEFAULT_LAUNCHER = Launcher.ARKOUDA
+
+
 class HostsFrom(StrEnum):
     """Where `server` takes its host list from: the locale pods (Kubernetes API) or a Slurm job's allocation."""
 
     KUBERNETES = "kubernetes"
     SLURM = "slurm"
 
+
+DEFAULT_HOSTS_FROM = HostsFrom.KUBERNETES
 
 # --hosts-from slurm: the nodes' own sshd, and the user's own keys
 SLURM_SSH_PORT = 22
@@ -137,7 +146,7 @@ class ServerSettings:
     secret_dir: Path = DEFAULT_SECRET_DIR
     state_dir: Path = DEFAULT_STATE_DIR
     timeout: float = DEFAULT_WAIT_TIMEOUT
-    launcher: Launcher = Launcher.ARKOUDA
+    launcher: Launcher = DEFAULT_LAUNCHER
     slots: int = DEFAULT_SLOTS
     omp_threads: int | None = None
     work_dir: Path | None = None
@@ -168,6 +177,8 @@ DEFAULT_GATE_HOST = "0.0.0.0"  # noqa: S104 - the client Service reaches the gat
 DEFAULT_IDLE_TIMEOUT = 900.0
 DEFAULT_WAKE_TIMEOUT = 900.0
 DEFAULT_WAKE_BACKOFF = 60.0
+# the gate's HTTP /metrics, also its readiness probe (a probe on the client port would wake the release)
+DEFAULT_GATE_METRICS_PORT = 9557
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,2 @@
-"""The command line: the parser, the option tables and the dispatch to each subcommand."""
+"""The command line: the parser and dispatch (main.py), the option machinery (options.py), one module per
+subcommand with its option table and settings builder, and the README's flag tables (docs.py)."""

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from arkouda_bootstrap.config import ServerSettings
+from arkouda_bootstrap.config import DEFAULT_TERMINATION_LOG, ServerSettings
 from arkouda_bootstrap.errors import EXIT_FAILURE, EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.kube.api import KubeApi, PodInfo, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
@@ -30,7 +30,6 @@ from arkouda_bootstrap.ssh import client as ssh
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 # Output lines kept to explain a failure (OpenMPI's longest message box is about 30 lines).
 OUTPUT_TAIL_LINES = 200
 # Labels the Job controller puts on its pods (the older unprefixed names before Kubernetes 1.27).

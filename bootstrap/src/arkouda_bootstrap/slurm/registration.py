@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from arkouda_bootstrap.config import DEFAULT_SERVER_PORT
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import COMPONENT, ConflictError, ServiceApi
 
@@ -31,7 +32,6 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 SLICE_MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 SLICE_MANAGER = "arkouda-bootstrap.arkouda.io"
 PORT_NAME = "arkouda"
-DEFAULT_SERVER_PORT = 5555
 SERVER_PORT_FLAG = "--ServerPort"
 LISTEN_POLL_SECONDS = 0.5
 
