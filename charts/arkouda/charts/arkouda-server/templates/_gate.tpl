@@ -1,5 +1,6 @@
 {{- /*
-The idle gate (global.idle.enabled): names and the switch every gate template and the Service/StatefulSet share.
+The idle gate (global.idle.enabled): the switch every gate template and the Service/StatefulSet test; its names
+are arkouda-common.gateName and arkouda-common.serverDirectName.
 */}}
 
 {{- /*
@@ -13,13 +14,4 @@ wait for).
 {{- end -}}
 true
 {{- end -}}
-{{- end -}}
-
-{{- define "arkouda-server.gateName" -}}
-{{- include "arkouda-common.fullname" (dict "ctx" . "component" "gate") -}}
-{{- end -}}
-
-{{- /* arkouda-server.directName: the Service that reaches the server pod itself while the gate owns the client one */}}
-{{- define "arkouda-server.directName" -}}
-{{- printf "%s-direct" (include "arkouda-common.fullname" (dict "ctx" . "component" "server")) -}}
 {{- end -}}

@@ -1,6 +1,7 @@
 {{- /*
-Helpers of the server pod only. The names, labels, image, security contexts and ssh settings
-that the umbrella chart and both subcharts share live in the arkouda-common library chart (charts/arkouda-common).
+Helpers of the server pod only. The names (of this chart's objects too), labels, image, security contexts and ssh
+settings that the umbrella chart and both subcharts share live in the arkouda-common library chart
+(charts/arkouda-common).
 */}}
 
 {{- /*
@@ -11,11 +12,12 @@ arkouda-server.localeSelector: the label selector the bootstrap lists the locale
 {{- end -}}
 
 {{- /*
-arkouda-server.serviceAccountName: the chart's ServiceAccount, or serviceAccount.name when create is false.
+arkouda-server.serviceAccountName: the ServiceAccount of the server pod: with serviceAccount.create the chart's
+(serviceAccount.name, else arkouda-common.serverName), else the user's existing serviceAccount.name.
 */}}
 {{- define "arkouda-server.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
-{{- default (include "arkouda-common.fullname" (dict "ctx" . "component" "server")) .Values.serviceAccount.name -}}
+{{- default (include "arkouda-common.serverName" .) .Values.serviceAccount.name -}}
 {{- else -}}
 {{- required "server.serviceAccount.name must be set when server.serviceAccount.create is false" .Values.serviceAccount.name -}}
 {{- end -}}
@@ -26,14 +28,6 @@ arkouda-server.mpiJob: "true" when the launcher runs as a Kubernetes Job (mode m
 */}}
 {{- define "arkouda-server.mpiJob" -}}
 {{- if and (eq .Values.global.mode "mpi") (eq .Values.mpi.runMode "job") }}true{{ end -}}
-{{- end -}}
-
-{{- /*
-arkouda-server.jobName: the Job of this release revision (a Job's pod template is immutable, so each revision
-runs its own Job; Helm deletes the previous one). Short enough for the job-name label of its pods.
-*/}}
-{{- define "arkouda-server.jobName" -}}
-{{- printf "%s-r%d" (include "arkouda-common.fullname" (dict "ctx" . "component" "server")) (.Release.Revision | int) -}}
 {{- end -}}
 
 {{- /*
