@@ -335,3 +335,18 @@ spec:
     {{- end }}
 {{- end }}
 {{- end -}}
+
+{{- /*
+arkouda-server.commonMounts: the volume mounts both containers have (the keys read-only, the shared volume);
+each container gets its own /run/arkouda and /tmp so the sshd and the launcher never share state files.
+*/}}
+{{- define "arkouda-server.commonMounts" -}}
+- name: ssh-secret
+  mountPath: /etc/arkouda/ssh
+  readOnly: true
+{{- if .Values.global.sharedVolume.enabled }}
+- name: shared
+  mountPath: {{ .Values.global.sharedVolume.mountPath }}
+  readOnly: {{ .Values.global.sharedVolume.readOnly }}
+{{- end }}
+{{- end -}}
