@@ -1,7 +1,7 @@
 {{- /*
 Names and labels of every object of a release: the one place a name is made. The umbrella chart (its objects,
-NOTES.txt, the helm test templates) and both subcharts call the per-object helpers below, never the rule itself
-and never printf; so a change to the rule (arkouda-common.fullname) reaches every object and every reference to
+NOTES.txt, the helm test templates) and both subcharts call the per-object helpers below and never assemble a
+name themselves, so a change to the rule (arkouda-common.fullname) reaches every object and every reference to
 it. Each per-object helper is called with the root context of the calling chart ($: its Release and Values;
 global.* is the same in all three charts).
 */}}
