@@ -1,15 +1,8 @@
 {{- /*
-Helpers of this chart's own objects (keygen hooks, helm test) only. The names, labels, image, security
-contexts and ssh settings that the umbrella chart and both subcharts share live in the arkouda-common library
-chart (charts/arkouda-common).
+Helpers of this chart's own objects (keygen hooks, helm test) only. The names (of these objects too), labels,
+image, security contexts and ssh settings that the umbrella chart and both subcharts share live in the
+arkouda-common library chart (charts/arkouda-common).
 */}}
-
-{{- /*
-arkouda.keygenName: name of the keygen ServiceAccount, Role, RoleBinding and Job.
-*/}}
-{{- define "arkouda.keygenName" -}}
-{{- include "arkouda-common.fullname" (dict "ctx" . "component" "keygen") -}}
-{{- end -}}
 
 {{- /*
 arkouda.keygenHooks: the hook events of the keygen RBAC objects: the pre-install/pre-upgrade keygen Job needs
@@ -34,7 +27,7 @@ Called as (dict "ctx" $ "args" (list "keygen")).
 {{- define "arkouda.keygenPodSpec" -}}
 {{- $ := .ctx -}}
 restartPolicy: Never
-serviceAccountName: {{ include "arkouda.keygenName" $ }}
+serviceAccountName: {{ include "arkouda-common.keygenName" $ }}
 # keygen reads and writes the Secret through the API.
 automountServiceAccountToken: true
 enableServiceLinks: false
@@ -82,12 +75,4 @@ volumes:
   - name: tmp
     emptyDir:
       sizeLimit: 64Mi
-{{- end -}}
-
-{{- /*
-arkouda.testName: the name of the helm test Pod and its ConfigMap (<release>-arkouda-test); the post-delete
-keygen Job deletes both by this name.
-*/}}
-{{- define "arkouda.testName" -}}
-{{- printf "%s-arkouda-test" .Release.Name -}}
 {{- end -}}

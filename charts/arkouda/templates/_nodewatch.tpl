@@ -1,13 +1,7 @@
 {{- /*
-Helpers of the nodewatch Deployment (global.nodeLoss.enabled; docs/node-loss.md).
+Helpers of the nodewatch Deployment (global.nodeLoss.enabled; docs/node-loss.md); its name is
+arkouda-common.nodewatchName.
 */}}
-
-{{- /*
-arkouda.nodewatchName: name of the nodewatch Deployment, ServiceAccount, Role and RoleBinding.
-*/}}
-{{- define "arkouda.nodewatchName" -}}
-{{- include "arkouda-common.fullname" (dict "ctx" . "component" "nodewatch") -}}
-{{- end -}}
 
 {{- /*
 arkouda.nodewatchStatefulSets: the StatefulSets whose pods nodewatch may force-delete, comma-separated: the
@@ -18,10 +12,10 @@ the locales' (when there is a locale pod). Empty → no nodewatch.
 {{- $names := list -}}
 {{- $serverJob := and (eq .Values.global.mode "mpi") (eq (default "" ((.Values.server).mpi).runMode) "job") -}}
 {{- if and (.Values.server).enabled (not $serverJob) -}}
-{{- $names = append $names (include "arkouda-common.fullname" (dict "ctx" . "component" "server")) -}}
+{{- $names = append $names (include "arkouda-common.serverName" .) -}}
 {{- end -}}
 {{- if and (.Values.locale).enabled (gt (.Values.global.numLocales | int) 1) -}}
-{{- $names = append $names (include "arkouda-common.fullname" (dict "ctx" . "component" "locale")) -}}
+{{- $names = append $names (include "arkouda-common.localeName" .) -}}
 {{- end -}}
 {{- join "," $names -}}
 {{- end -}}
@@ -31,11 +25,11 @@ arkouda.nodewatchPods: the names of those StatefulSets' pods (their Role's resou
 */}}
 {{- define "arkouda.nodewatchPods" -}}
 {{- $pods := list -}}
-{{- $locale := include "arkouda-common.fullname" (dict "ctx" . "component" "locale") -}}
+{{- $locale := include "arkouda-common.localeName" . -}}
 {{- range $sts := splitList "," (include "arkouda.nodewatchStatefulSets" .) -}}
 {{- $count := ternary (sub ($.Values.global.numLocales | int) 1) 1 (eq $sts $locale) | int -}}
 {{- range $i := until $count -}}
-{{- $pods = append $pods (printf "%s-%d" $sts $i | quote) -}}
+{{- $pods = append $pods (include "arkouda-common.podName" (dict "statefulSet" $sts "ordinal" $i) | quote) -}}
 {{- end -}}
 {{- end -}}
 [{{ join ", " $pods }}]

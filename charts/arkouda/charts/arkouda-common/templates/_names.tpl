@@ -1,23 +1,136 @@
 {{- /*
-Names and labels of every object of a release. Called as (dict "ctx" $ "component" "locale"): $ is the root
-context of the calling chart (its Release, Chart and Values), component is locale, server, keygen or test.
+Names and labels of every object of a release: the one place a name is made. The umbrella chart (its objects,
+NOTES.txt, the helm test templates) and both subcharts call the per-object helpers below and never assemble a
+name themselves, so a change to the rule (arkouda-common.fullname) reaches every object and every reference to
+it. Each per-object helper is called with the root context of the calling chart ($: its Release and Values;
+global.* is the same in all three charts).
 */}}
 
 {{- /*
-arkouda-common.fullname: <release>-arkouda-<component>, cut to 52 characters so a StatefulSet's pod names and
-the controller-revision-hash label stay within 63 (docs/interfaces.md fixes these names).
+arkouda-common.fullname: the naming rule, <release>-arkouda-<component>, cut to .maxLength characters (default
+52, so a StatefulSet's pod names and the controller-revision-hash label stay within 63) without a trailing "-".
+docs/interfaces.md fixes these names. Called as (dict "ctx" $ "component" "locale" ["maxLength" N]) by the
+per-object helpers below only.
 */}}
 {{- define "arkouda-common.fullname" -}}
-{{- printf "%s-arkouda-%s" .ctx.Release.Name .component | trunc 52 | trimSuffix "-" -}}
+{{- printf "%s-arkouda-%s" .ctx.Release.Name .component | trunc (.maxLength | default 52 | int) | trimSuffix "-" -}}
 {{- end -}}
 
 {{- /*
-arkouda-common.selectorLabels: the immutable labels workloads, Services, PDBs and NetworkPolicies select on; the
-server's bootstrap lists the locale pods by instance + component.
+arkouda-common.podName: the name the StatefulSet controller gives pod .ordinal of StatefulSet .statefulSet,
+<statefulSet>-<ordinal>. Called as (dict "statefulSet" NAME "ordinal" N); NOTES.txt passes "<n>" as a placeholder.
+*/}}
+{{- define "arkouda-common.podName" -}}
+{{- printf "%s-%v" .statefulSet .ordinal -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.localeName: the locale StatefulSet, its headless Service, PodDisruptionBudget and NetworkPolicy.
+*/}}
+{{- define "arkouda-common.localeName" -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "locale") -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.serverName: the server StatefulSet and its Service (the clients' one and the StatefulSet's
+serviceName), Role, RoleBinding, NetworkPolicy, ServiceMonitor and (by default) ServiceAccount.
+*/}}
+{{- define "arkouda-common.serverName" -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "server") -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.serverPodName: the server StatefulSet's one pod (locale 0).
+*/}}
+{{- define "arkouda-common.serverPodName" -}}
+{{- include "arkouda-common.podName" (dict "statefulSet" (include "arkouda-common.serverName" .) "ordinal" 0) -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.serverJobName: the Job of this release revision in mpi job mode (a Job's pod template is
+immutable, so each revision runs its own Job; Helm deletes the previous one). Short enough for the job-name
+label of its pods.
+*/}}
+{{- define "arkouda-common.serverJobName" -}}
+{{- printf "%s-r%d" (include "arkouda-common.serverName" .) (.Release.Revision | int) -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.serverScriptsName: the ConfigMap of the mpi-mode scripts (run-mpi.sh).
+*/}}
+{{- define "arkouda-common.serverScriptsName" -}}
+{{- printf "%s-scripts" (include "arkouda-common.serverName" .) -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.serverDirectName: the Service that reaches the server pod itself while the gate owns the
+client one (global.idle.enabled).
+*/}}
+{{- define "arkouda-common.serverDirectName" -}}
+{{- printf "%s-direct" (include "arkouda-common.serverName" .) -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.gateName: the idle gate's Deployment, ServiceAccount, Role, RoleBinding and NetworkPolicy.
+*/}}
+{{- define "arkouda-common.gateName" -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "gate") -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.keygenName: the keygen hook Job and its ServiceAccount, Role and RoleBinding.
+*/}}
+{{- define "arkouda-common.keygenName" -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "keygen") -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.keygenDeleteName: the post-delete keygen Job (deletes the Secret and the helm test objects).
+*/}}
+{{- define "arkouda-common.keygenDeleteName" -}}
+{{- printf "%s-delete" (include "arkouda-common.keygenName" .) -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.nodewatchName: the nodewatch Deployment and its ServiceAccount, Role and RoleBinding.
+*/}}
+{{- define "arkouda-common.nodewatchName" -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "nodewatch") -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.testName: the helm test Pod and ConfigMap (and the ServiceAccount, Role and RoleBinding of the
+mpi job mode test); the post-delete keygen Job deletes the Pod and ConfigMap by this name. Not cut below 253, the
+limit of those kinds: no StatefulSet pod name derives from it.
+*/}}
+{{- define "arkouda-common.testName" -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "test" "maxLength" 253) -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.sshSecretName: the SSH key Secret, global.sshSecretName or the one the keygen hook makes (not cut
+below 253, a Secret's limit).
+*/}}
+{{- define "arkouda-common.sshSecretName" -}}
+{{- default (include "arkouda-common.fullname" (dict "ctx" . "component" "ssh" "maxLength" 253)) .Values.global.sshSecretName -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.releaseSelectorLabels: the labels every pod of the release carries (NetworkPolicy peers "any pod
+of this release").
+*/}}
+{{- define "arkouda-common.releaseSelectorLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: arkouda
+{{- end -}}
+
+{{- /*
+arkouda-common.selectorLabels: the immutable labels workloads, Services, PDBs and NetworkPolicies select on (the
+release's plus the component); the server's bootstrap lists the locale pods by instance + component. Called as
+(dict "ctx" $ "component" "locale"), as are the labels below.
 */}}
 {{- define "arkouda-common.selectorLabels" -}}
-app.kubernetes.io/instance: {{ .ctx.Release.Name }}
-app.kubernetes.io/part-of: arkouda
+{{ include "arkouda-common.releaseSelectorLabels" .ctx }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 

@@ -12,13 +12,6 @@ port; the subchart schemas refuse a per-component sshPort).
 {{- end -}}
 
 {{- /*
-arkouda-common.sshSecretName: global.sshSecretName or <release>-arkouda-ssh (made by the keygen hook).
-*/}}
-{{- define "arkouda-common.sshSecretName" -}}
-{{- default (printf "%s-arkouda-ssh" .Release.Name) .Values.global.sshSecretName -}}
-{{- end -}}
-
-{{- /*
 arkouda-common.sshEnv: the environment of every container that runs sshd or the launcher (bootstrap log level,
 namespace, key and state dirs, sshd port and algorithms), as EnvVar list items.
 */}}

@@ -1,0 +1,45 @@
+{{- /*
+Which parts of the server chart render: the switches its templates (and the umbrella's resources check) test.
+Each renders "true" or "".
+*/}}
+
+{{- /*
+arkouda-server.mpiJob: "true" when the launcher runs as a Kubernetes Job (mode mpi, server.mpi.runMode job), else "".
+*/}}
+{{- define "arkouda-server.mpiJob" -}}
+{{- if and (eq .Values.global.mode "mpi") (eq .Values.mpi.runMode "job") }}true{{ end -}}
+{{- end -}}
+
+{{- /*
+arkouda-server.metricsEnabled: "true" when Arkouda's metrics daemon and the exporter sidecar run (arkouda mode and
+metrics.enabled), else "". Arkouda records per-command metrics only with --trace and --memTrack, so a
+memTrack of false is refused rather than overridden.
+*/}}
+{{- define "arkouda-server.metricsEnabled" -}}
+{{- if and (eq .Values.global.mode "arkouda") .Values.metrics.enabled -}}
+{{- if not .Values.memTrack }}{{ fail "server.memTrack is false but server.metrics.enabled is true: Arkouda records per-command metrics only with --memTrack; set server.memTrack=true or server.metrics.enabled=false" }}{{ end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- /*
+arkouda-server.serviceMonitor: "true" when the ServiceMonitor is rendered: metrics on and serviceMonitor.create
+always, or auto and the cluster serves monitoring.coreos.com/v1 ServiceMonitor.
+*/}}
+{{- define "arkouda-server.serviceMonitor" -}}
+{{- $c := .Values.metrics.serviceMonitor.create -}}
+{{- if and (include "arkouda-server.metricsEnabled" .) (or (eq $c "always") (and (eq $c "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor"))) }}true{{ end -}}
+{{- end -}}
+
+{{- /*
+arkouda-server.gate: "true" when the gate is rendered; refused outside arkouda mode (an MPI run has no client to
+wait for).
+*/}}
+{{- define "arkouda-server.gate" -}}
+{{- if .Values.global.idle.enabled -}}
+{{- if ne .Values.global.mode "arkouda" -}}
+{{- fail "global.idle.enabled needs global.mode arkouda: the gate forwards Arkouda clients; an MPI run has no client to wake it" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
