@@ -99,6 +99,7 @@ lint-charts: venv chart-deps ## helm lint --strict, helm template and Pod Securi
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config docker/ruff.toml $(CHART_TOOLS_PY) && \
 	  $(VENV)/bin/ruff format --check --config docker/ruff.toml $(CHART_TOOLS_PY) && \
 	  $(VENV)/bin/mypy --strict --python-version 3.11 --no-incremental $(CHART_TOOLS_PY)
+	@$(VENV)/bin/shellcheck $(CHART_DIR)/charts/*/files/*.sh && echo "lint-charts: ok   shellcheck of the charts' files/*.sh"
 	@$(REPO_ROOT)/hack/tools/lint-charts.sh $(CHART_DIR) $(CHART_VALUES)
 	@# The package users install: it renders on its own, carries the helm test scripts, and no test suites.
 	@$(MAKE) -s package >/dev/null && tgz=$(PACKAGE_DIR)/arkouda-$(CHART_VERSION).tgz \
