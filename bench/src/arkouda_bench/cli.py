@@ -63,15 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default=os.environ.get("ARKBENCH_LOG_LEVEL", "INFO"))
     sub = p.add_subparsers(dest="part", required=True)
 
-    f = sub.add_parser(
-        "fanout", help="issue 7: parallel ssh fan-out, OpenSSH default vs ours vs ours+pre-warm"
-    )
+    f = sub.add_parser("fanout", help="parallel ssh fan-out, OpenSSH default vs ours vs ours+pre-warm")
     f.add_argument("--hosts", type=_ints, default=[16, 64, 256], help="host counts N (default 16,64,256)")
     f.add_argument("--repeats", type=_positive, default=3)
 
-    s = sub.add_parser(
-        "scale", help="issue 6 row 1: the bootstrap's server against a real kube-apiserver at N"
-    )
+    s = sub.add_parser("scale", help="the bootstrap's server against a real kube-apiserver at N")
     s.add_argument("--locales", type=_ints, default=[8, 64, 256, 1024], help="locale pod counts N")
     s.add_argument("--repeats", type=_positive, default=3)
     s.add_argument(
@@ -80,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-profile", action="store_true", help="skip the profiled runs")
     s.add_argument("--modes", default="cold,rolling", help="which runs per repeat (cold, rolling or both)")
 
-    c = sub.add_parser("cluster", help="issue 6 rows 2-4 on the local node: install, recovery, Himeno")
+    c = sub.add_parser("cluster", help="on the local node: install, recovery, Himeno")
     c.add_argument(
         "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
     )
@@ -130,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser(
         "gate",
-        help="issue 14: the idle gate vs a direct connection (round trip, 256 MiB), on loopback",
+        help="the idle gate vs a direct connection (round trip, 256 MiB), on loopback",
     )
     g.add_argument("--repeats", type=_positive, default=5)
     g.add_argument("--round-trips", type=_positive, default=2000, help="requests per repeat")

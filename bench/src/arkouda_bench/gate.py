@@ -41,7 +41,7 @@ from arkouda_bootstrap.kube.events import EventRecorder
 
 log = logging.getLogger(__name__)
 
-GROUP = "idle gate (issue 14)"
+GROUP = "idle gate"
 GATE_ROUND_TRIPS = 2000
 GATE_TRANSFER_BYTES = 256 << 20
 

@@ -23,7 +23,7 @@ from arkouda_bench.results import Row
 
 log = logging.getLogger(__name__)
 
-GROUP = "idle gate on the local node (issue 14)"
+GROUP = "idle gate on the local node"
 RELEASE = "gatebench"
 IDLE_SECONDS = 5
 
