@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
-from arkouda_bootstrap.kube.api import ContainerState, EventInfo, GoneError, PodCondition
+from arkouda_bootstrap.kube.api import ContainerState, EventInfo, ForbiddenError, GoneError, PodCondition
 from arkouda_bootstrap.server.discovery import (
     EVENTS_MIN_INTERVAL,
     WaitTimeoutError,
@@ -211,7 +211,7 @@ def test_events_reason_shown_and_events_forbidden_is_not_fatal() -> None:
     assert lines[0] == "0/1 locales ready; waiting for r-0 (Pending: FailedMount: no secret)"
     api2 = FakeKube(
         on_idle_watch=clock.advance,
-        fail_with={"list_pod_events": BootstrapError("missing RBAC: list events in namespace ns")},
+        fail_with={"list_pod_events": ForbiddenError(verb="list", resource="events", namespace="ns")},
     )
     api2.pods["r-0"] = make_pod("r-0", ready=False, phase="Pending", ip=None)
     with pytest.raises(WaitTimeoutError):
@@ -225,7 +225,7 @@ def test_no_locales_needed_for_one_locale() -> None:
 
 
 def test_rbac_error_on_list_is_one_line() -> None:
-    api = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
+    api = FakeKube(fail_with={"list_pods": ForbiddenError(verb="list", resource="pods", namespace="ns")})
     with pytest.raises(BootstrapError, match="^missing RBAC: list pods in namespace ns$"):
         wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=1, report=print)
 

@@ -22,7 +22,7 @@ from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.main import Gate, _Link, run_gate
 from arkouda_bootstrap.gate.sleepwake import Controller
-from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.api import ForbiddenError, PodCondition, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder
 from conftest import free_port
 from fakes import FakeKube, make_pod
@@ -276,7 +276,7 @@ def test_run_gate_wires_the_pod_watch_the_splice_and_a_refused_watch_ends_it(ech
     with req(s.listen_port) as sock:
         sock.send(b"through run_gate")
         assert sock.recv() == b"through run_gate"
-    api.script(BootstrapError("missing RBAC: watch pods in namespace ns"))
+    api.script(ForbiddenError(verb="watch", resource="pods", namespace="ns"))
     thread.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)
     assert str(outcome[0]) == "missing RBAC: watch pods in namespace ns"
@@ -319,7 +319,7 @@ def test_the_metrics_port_is_the_readiness_probe_and_scraping_it_never_wakes_a_s
     text = scrape()
     assert "arkouda_gate_wakes_total 1.0" in text
     assert 'arkouda_gate_phase{phase="waking"} 1.0' in text
-    api.script(BootstrapError("missing RBAC: watch pods in namespace ns"))
+    api.script(ForbiddenError(verb="watch", resource="pods", namespace="ns"))
     thread.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)
 

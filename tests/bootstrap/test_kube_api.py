@@ -15,7 +15,7 @@ import pytest
 from apiserver_double import TOKEN, Answer, ApiServerDouble, serving
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube import api as kube
-from arkouda_bootstrap.kube.api import GoneError, KubernetesApi, PodRef
+from arkouda_bootstrap.kube.api import ForbiddenError, GoneError, KubernetesApi, PodRef
 from kubernetes import client
 from test_kube_models import ready_pod, v1pod, wire
 
@@ -147,7 +147,7 @@ def test_every_call_names_the_missing_rbac(
             "/api/v1/namespaces/ns/configmaps/c",
         ):
             apiserver.answer(Answer(method, path, status=403, body={"kind": "Status", "code": 403}))
-    with pytest.raises(BootstrapError) as err:
+    with pytest.raises(ForbiddenError) as err:  # typed: callers tell a refusal from other API errors by its type
         call(apiserver.api())
     assert str(err.value) == expected
 

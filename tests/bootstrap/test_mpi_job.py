@@ -17,7 +17,7 @@ from apiserver_double import Answer, ApiServerDouble, serving
 from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.config import Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError, UsageError
-from arkouda_bootstrap.kube.api import KubeApi, PodRef
+from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.server import jobrun, launch, mpioutcome
 from arkouda_bootstrap.server.main import Prepared
@@ -247,7 +247,7 @@ def test_a_failure_before_the_launch_fails_the_job_with_that_line_and_releases_t
 def test_without_the_scale_permission_the_run_still_reports_and_names_the_missing_rbac(
     kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kube.fail_with["scale_statefulset"] = BootstrapError("missing RBAC: update statefulsets/scale in namespace ns")
+    kube.fail_with["scale_statefulset"] = ForbiddenError(verb="update", resource="statefulsets/scale", namespace="ns")
     result, _ = run(kube, tmp_path, monkeypatch, "true")
     assert isinstance(result, BootstrapError)  # the locales still hold their nodes: not a silent success
     assert result.exit_code == 1

@@ -12,7 +12,7 @@ import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
 from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.errors import BootstrapError, UsageError
-from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList, pod_from_json
+from arkouda_bootstrap.kube.api import ForbiddenError, PodCondition, PodInfo, PodList, pod_from_json
 from arkouda_bootstrap.kube.podwatch import ChunkEnded
 from arkouda_bootstrap.nodewatch import NodeWatchSettings, Reaper, node_lost_evidence, run_nodewatch, statefulset_of
 from fakes import END, FakeClock, FakeKube, make_pod
@@ -145,7 +145,7 @@ def test_a_replaced_pod_is_not_deleted_and_gets_no_event() -> None:
 
 def test_a_refused_delete_is_retried_at_the_next_check() -> None:
     reaper, kube, clock = reaper_with(stuck(f"{LOCALE}-0"))
-    kube.fail_with["force_delete_pod"] = BootstrapError("missing RBAC: delete pods in namespace ns")
+    kube.fail_with["force_delete_pod"] = ForbiddenError(verb="delete", resource="pods", namespace="ns")
     clock.advance(60)
     assert reaper.reap_due() == []
     del kube.fail_with["force_delete_pod"]
@@ -180,7 +180,7 @@ def test_run_nodewatch_reaps_a_pod_that_gets_stuck_while_it_watches() -> None:
 
 
 def test_run_nodewatch_ends_on_missing_rbac_and_retries_other_api_trouble() -> None:
-    kube = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
+    kube = FakeKube(fail_with={"list_pods": ForbiddenError(verb="list", resource="pods", namespace="ns")})
     with pytest.raises(BootstrapError, match="missing RBAC: list pods"):
         run_nodewatch(kube, SETTINGS, clock=FakeClock(), sleep=lambda _s: None)
     stop, waits = threading.Event(), []

@@ -12,7 +12,7 @@ from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.sleepwake import WAKE_ANNOTATION, Controller, Phase, StatefulSetMissingError
-from arkouda_bootstrap.kube.api import PodCondition, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.api import ForbiddenError, PodCondition, PodEvent, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder
 from fakes import FakeClock, FakeKube, make_pod
 
@@ -329,7 +329,7 @@ def test_the_wake_annotation_wakes_a_sleeping_release_and_its_start_value_does_n
 def test_missing_rbac_for_the_scale_is_an_event_and_an_error() -> None:
     ctl, api, clock, _ = build()
     ctl.on_pods(listing(server_pod()))
-    api.fail_with["set_replicas"] = BootstrapError("missing RBAC: patch statefulsets/scale in namespace ns")
+    api.fail_with["set_replicas"] = ForbiddenError(verb="patch", resource="statefulsets/scale", namespace="ns")
     clock.advance(61)
     with pytest.raises(BootstrapError, match="missing RBAC: patch statefulsets/scale"):
         ctl.step()

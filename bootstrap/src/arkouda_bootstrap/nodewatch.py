@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodEvent, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
 
@@ -182,9 +182,9 @@ def run_nodewatch(
                     reaper.reap_due()
                     if stop.is_set():
                         break
+        except ForbiddenError:
+            raise
         except BootstrapError as exc:
-            if "missing RBAC" in str(exc):
-                raise
             log.warning("nodewatch: %s; retrying in %gs", exc, RETRY_SECONDS)
             wait(RETRY_SECONDS)
     return 0

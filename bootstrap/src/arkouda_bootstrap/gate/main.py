@@ -34,7 +34,7 @@ from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.metrics import serve_metrics
 from arkouda_bootstrap.gate.sleepwake import Controller, StatefulSetMissingError
-from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodList, PodRef, ScaleApi
+from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodEvent, PodList, PodRef, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder
 from arkouda_bootstrap.kube.podwatch import follow_pods
 
@@ -409,10 +409,10 @@ def _watch(api: KubeApi, settings: GateSettings, loop: asyncio.AbstractEventLoop
                 if isinstance(item, PodList | PodEvent):
                     loop.call_soon_threadsafe(gate.on_pods, item)
                 pause = 1.0
+        except ForbiddenError as exc:
+            loop.call_soon_threadsafe(gate.fatal, exc)
+            return
         except BootstrapError as exc:
-            if str(exc).startswith("missing RBAC"):
-                loop.call_soon_threadsafe(gate.fatal, exc)
-                return
             log.warning("pod watch: %s; again in %g s", exc, pause)
             time.sleep(pause)
             pause = min(30.0, pause * 2)

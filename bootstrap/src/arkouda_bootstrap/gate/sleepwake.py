@@ -19,7 +19,7 @@ from typing import Protocol
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
-from arkouda_bootstrap.kube.api import PodEvent, PodInfo, PodList, ScaleApi
+from arkouda_bootstrap.kube.api import ForbiddenError, PodEvent, PodInfo, PodList, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 
 log = logging.getLogger(__name__)
@@ -219,10 +219,10 @@ class Controller:
             return min(MAX_STEP_SECONDS, self._step(self._clock()))
         except StatefulSetMissingError:
             raise
+        except ForbiddenError as exc:
+            self._events.emit(Reason.RBAC_MISSING, str(exc))
+            raise
         except BootstrapError as exc:
-            if str(exc).startswith("missing RBAC"):
-                self._events.emit(Reason.RBAC_MISSING, str(exc))
-                raise
             log.warning("%s; trying again in %g s", exc, RETRY_SECONDS)
             return RETRY_SECONDS
 

@@ -33,6 +33,17 @@ class ConflictError(BootstrapError):
     """HTTP 409: the object already exists (e.g. two keygen Jobs racing)."""
 
 
+class ForbiddenError(BootstrapError):
+    """HTTP 403: our service account may not do this. The message names the missing RBAC permission, so the
+    user can fix the Role; callers tell it from other API errors by this type (it is never worth retrying)."""
+
+    def __init__(self, *, verb: str, resource: str, namespace: str) -> None:
+        super().__init__(f"missing RBAC: {verb} {resource} in namespace {namespace}")
+        self.verb = verb
+        self.resource = resource
+        self.namespace = namespace
+
+
 class GoneError(Exception):
     """The watch's resourceVersion is too old (HTTP 410 Gone): the caller must list again."""
 
@@ -657,7 +668,7 @@ def translate_api_error(exc: Any, *, verb: str, resource: str, namespace: str) -
     """Map an API error (the client's ApiException: `status` and `reason`) to one actionable line."""
     status = getattr(exc, "status", None)
     if status == 403:
-        return BootstrapError(f"missing RBAC: {verb} {resource} in namespace {namespace}")
+        return ForbiddenError(verb=verb, resource=resource, namespace=namespace)
     if status == 401:
         return BootstrapError(f"unauthorized: the API server rejected our credentials ({verb} {resource})")
     if status == 404:
