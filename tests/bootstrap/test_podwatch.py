@@ -1,12 +1,12 @@
-"""follow_pods, the list-then-watch loop that discovery and the supervisor share (driven by FakeKube, the named
-test double of the kube seam, and a fake clock)."""
+"""follow_pods, the list-then-watch loop every pod follower shares, and PodCache, the pods it leaves (driven by
+FakeKube, the named test double of the kube seam, and a fake clock)."""
 
 from __future__ import annotations
 
 import itertools
 
 from arkouda_bootstrap.kube.api import PodEvent, PodList
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 from fakes import END, FakeClock, FakeKube, GoneError, make_pod
 
 
@@ -62,3 +62,22 @@ def test_watches_that_end_at_once_wait_a_second_in_between() -> None:
     )
     assert kinds(list(followed)) == ["list@100", "end@100", "end@100", "end@100"]
     assert clock.now == 3.0
+
+
+def test_the_cache_holds_the_listed_pods_and_replays_the_changes_by_name() -> None:
+    api = FakeKube()
+    cache = PodCache(keep=lambda pod: pod.name.startswith("r-"))
+    assert not cache.listed
+    cache.apply(PodList(pods=(make_pod("r-0"), make_pod("r-1"), make_pod("other")), resource_version="1"))
+    assert cache.listed and sorted(cache.pods) == ["r-0", "r-1"]
+    cache.apply(api.event("MODIFIED", make_pod("r-0", ready=False)))
+    cache.apply(api.event("DELETED", make_pod("r-1")))
+    cache.apply(api.event("ADDED", make_pod("r-2")))
+    cache.apply(api.event("ADDED", make_pod("other")))  # not kept
+    cache.apply(PodEvent(type="BOOKMARK", pod=None, resource_version="1500"))
+    cache.apply(ChunkEnded(resource_version="1500"))
+    assert sorted(cache.pods) == ["r-0", "r-2"]
+    assert not cache.pods["r-0"].ready
+    # a new list (after a 410) replaces everything: a pod deleted while the watch was expired is gone
+    cache.apply(PodList(pods=(make_pod("r-2"),), resource_version="2000"))
+    assert sorted(cache.pods) == ["r-2"]

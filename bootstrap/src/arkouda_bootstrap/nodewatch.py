@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodEvent, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 
 log = logging.getLogger(__name__)
 
@@ -76,24 +76,19 @@ class Reaper:
         self._api = api
         self._settings = settings
         self._clock = clock
-        self._pods: dict[str, PodInfo] = {}
+        self._cache = PodCache(keep=self._ours)
         self._deleting_since: dict[str, float] = {}  # by uid: when this process first saw the deletion
         self._done: set[str] = set()  # uids already force-deleted (or found gone)
 
     def observe(self, item: PodList | PodEvent | ChunkEnded) -> None:
-        if isinstance(item, PodList):
-            self._pods = {p.name: p for p in item.pods if self._ours(p)}
-        elif isinstance(item, PodEvent) and item.pod is not None and self._ours(item.pod):
-            if item.type == "DELETED":
-                self._pods.pop(item.pod.name, None)
-            else:
-                self._pods[item.pod.name] = item.pod
+        self._cache.apply(item)
+        pods = self._cache.pods.values()
         now = self._clock()
-        live = {p.uid for p in self._pods.values()}
-        for pod in self._pods.values():
+        live = {p.uid for p in pods}
+        for pod in pods:
             if pod.deleting:
                 self._deleting_since.setdefault(pod.uid, now)
-        for uid in set(self._deleting_since) - {p.uid for p in self._pods.values() if p.deleting}:
+        for uid in set(self._deleting_since) - {p.uid for p in pods if p.deleting}:
             del self._deleting_since[uid]
         self._done &= live
 
@@ -104,7 +99,7 @@ class Reaper:
         """(pod, evidence, seconds since its deletion was seen) of every pod to force-delete now."""
         now = self._clock()
         found = []
-        for pod in self._pods.values():
+        for pod in self._cache.pods.values():
             if not pod.deleting or pod.uid in self._done:
                 continue
             evidence = node_lost_evidence(pod)

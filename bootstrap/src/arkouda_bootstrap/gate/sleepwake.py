@@ -21,6 +21,7 @@ from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
 from arkouda_bootstrap.kube.api import ForbiddenError, PodEvent, PodInfo, PodList, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.podwatch import PodCache
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +62,12 @@ class ReleaseView:
     """The release's pods as the watch reports them."""
 
     own_pod: str
-    pods: dict[str, PodInfo] = field(default_factory=dict)
-    listed: bool = False
-
-    def apply(self, item: PodList | PodEvent) -> None:
-        if isinstance(item, PodList):
-            self.pods = {p.name: p for p in item.pods}
-            self.listed = True
-        elif item.pod is not None:
-            if item.type == "DELETED":
-                self.pods.pop(item.pod.name, None)
-            else:
-                self.pods[item.pod.name] = item.pod
+    cache: PodCache = field(default_factory=PodCache)
 
     def workload(self) -> list[PodInfo]:
         """Server and locale pods (terminating ones included: their node is not free yet)."""
         return sorted(
-            (p for p in self.pods.values() if p.labels.get(COMPONENT_LABEL) in ("server", "locale")),
+            (p for p in self.cache.pods.values() if p.labels.get(COMPONENT_LABEL) in ("server", "locale")),
             key=lambda p: (p.labels.get(COMPONENT_LABEL) != "server", p.name),
         )
 
@@ -88,7 +78,7 @@ class ReleaseView:
         return None
 
     def wake_annotation(self) -> str | None:
-        own = self.pods.get(self.own_pod)
+        own = self.cache.pods.get(self.own_pod)
         return None if own is None else own.annotations.get(WAKE_ANNOTATION)
 
     def not_ready_reason(self) -> str:
@@ -180,7 +170,7 @@ class Controller:
     def on_pods(self, item: PodList | PodEvent) -> None:
         server = self.view.server()
         was_ready = server is not None and server.ready
-        self.view.apply(item)
+        self.view.cache.apply(item)
         server = self.view.server()
         if server is not None and server.ready and not was_ready:
             self._traffic.touch()  # the idle time counts from Ready (a start, a relaunch, a wake)
@@ -241,7 +231,7 @@ class Controller:
                 return self._expire_held(now, self._wake_deadline - now)
         if self.phase is Phase.AWAKE:
             return self._awake(now)
-        if self.phase is Phase.DRAINING and self.view.listed and not self.view.workload():
+        if self.phase is Phase.DRAINING and self.view.cache.listed and not self.view.workload():
             self.phase = Phase.ASLEEP
             self._events.emit(
                 Reason.ASLEEP,

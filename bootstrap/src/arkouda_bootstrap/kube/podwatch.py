@@ -1,7 +1,8 @@
 """List, then watch from the list's resourceVersion, in chunks; list again when the version is too old (410).
 
-Discovery (waiting for the locales) and the supervisor (noticing a lost locale) both follow the locale pods
-this way, through `follow_pods`.
+Everything that follows pods does it through `follow_pods`: discovery (waiting for the locales), the supervisor
+(noticing a lost locale), the server's wait for its own secondary address, nodewatch and the idle gate; each keeps
+the pods it follows in a `PodCache`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from arkouda_bootstrap.kube.api import GoneError, KubeApi, PodEvent, PodList
+from arkouda_bootstrap.kube.api import GoneError, KubeApi, PodEvent, PodInfo, PodList
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,26 @@ class ChunkEnded:
     """One watch request ended (its server-side timeout passed, or the connection closed)."""
 
     resource_version: str
+
+
+class PodCache:
+    """The followed pods by name, as the last list and the watch events since then leave them: give it every item
+    of `follow_pods`. Pods for which `keep` is False are left out."""
+
+    def __init__(self, *, keep: Callable[[PodInfo], bool] | None = None) -> None:
+        self.pods: dict[str, PodInfo] = {}
+        self.listed = False  # a first list arrived
+        self._keep = keep
+
+    def apply(self, item: PodList | PodEvent | ChunkEnded) -> None:
+        if isinstance(item, PodList):
+            self.pods = {p.name: p for p in item.pods if self._keep is None or self._keep(p)}
+            self.listed = True
+        elif isinstance(item, PodEvent) and item.pod is not None:
+            if item.type == "DELETED" or (self._keep is not None and not self._keep(item.pod)):
+                self.pods.pop(item.pod.name, None)
+            else:
+                self.pods[item.pod.name] = item.pod
 
 
 def follow_pods(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
 from arkouda_bootstrap.kube.api import EventInfo, KubeApi, PodInfo, PodList
 from arkouda_bootstrap.kube.netstatus import Addresses
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ def wait_for_locales(
             say(evaluate(pods, expected=expected, events_for=events_for, addresses=addresses)[0].line)
         return None
 
-    pods: dict[str, PodInfo] = {}
+    cache = PodCache()
     with contextlib.closing(
         follow_pods(
             api,
@@ -268,12 +268,12 @@ def wait_for_locales(
         )
     ) as followed:
         for item in followed:
+            cache.apply(item)
             if isinstance(item, PodList):
-                pods = {p.name: p for p in item.pods}
                 ready.clear()
                 if addresses is not None:
-                    addresses.retain(pods)
-                for name, pod in pods.items():
+                    addresses.retain(cache.pods)
+                for name, pod in cache.pods.items():
                     track(name, pod)
                 force = True
             elif isinstance(item, ChunkEnded):
@@ -281,21 +281,15 @@ def wait_for_locales(
                 events_cache.clear()
                 force = True
             elif item.pod is not None:  # always: follow_pods yields pod changes only
-                name = item.pod.name
-                if item.type == "DELETED":
-                    pods.pop(name, None)
-                    track(name, None)
-                else:
-                    pods[name] = item.pod
-                    track(name, item.pod)
+                track(item.pod.name, cache.pods.get(item.pod.name))
                 force = False
             else:
                 continue
-            if (result := check(pods, force=force)) is not None:
+            if (result := check(cache.pods, force=force)) is not None:
                 return result
             if addresses is not None:
                 addresses.check()
             if clock() >= deadline:
                 break
-    check(pods, force=True)
+    check(cache.pods, force=True)
     raise WaitTimeoutError(f"timed out after {timeout:g}s: {last_line}")

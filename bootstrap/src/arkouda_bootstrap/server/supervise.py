@@ -16,7 +16,7 @@ from types import FrameType
 
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 from arkouda_bootstrap.server.discovery import pod_reason
 
 log = logging.getLogger(__name__)
@@ -77,15 +77,14 @@ class LocaleMonitor:
     def stop(self) -> None:
         self._stop.set()
 
-    def _check(self, item: PodList | PodEvent | ChunkEnded) -> str | None:
-        """Why the cluster is broken after this list or change, or None."""
+    def _check(self, cache: PodCache, item: PodList | PodEvent | ChunkEnded) -> str | None:
+        """Why the cluster is broken after this list or change (already applied to `cache`), or None."""
         if isinstance(item, PodList):
-            current = {p.name: p for p in item.pods}
             for name, tracked in self._tracked.items():
-                if (reason := lost_reason(tracked, "LISTED", current.get(name))) is not None:
+                if (reason := lost_reason(tracked, "LISTED", cache.pods.get(name))) is not None:
                     return reason
         elif isinstance(item, PodEvent) and item.pod is not None and item.pod.name in self._tracked:
-            return lost_reason(self._tracked[item.pod.name], item.type, item.pod)
+            return lost_reason(self._tracked[item.pod.name], item.type, cache.pods.get(item.pod.name))
         return None
 
     def _run(self, on_lost: Callable[[str], None]) -> None:
@@ -98,11 +97,13 @@ class LocaleMonitor:
                 sleep=self._stop.wait,
             )
             try:
+                cache = PodCache(keep=lambda pod: pod.name in self._tracked)
                 with contextlib.closing(followed):
                     for item in followed:
                         if self._stop.is_set():
                             return
-                        if (reason := self._check(item)) is not None:
+                        cache.apply(item)
+                        if (reason := self._check(cache, item)) is not None:
                             on_lost(reason)
                             return
             except BootstrapError as exc:  # API trouble is not a lost locale: keep the program running
