@@ -112,6 +112,8 @@ class FakeKube:
     block: bool = False
     on_idle_watch: Callable[[int], None] | None = None
     fail_with: dict[str, BootstrapError] = field(default_factory=dict)
+    # one-shot failures by operation, raised in order by its next calls (before any fail_with)
+    fail_next: dict[str, list[BootstrapError]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     services: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     endpoint_slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -122,6 +124,8 @@ class FakeKube:
 
     def _check(self, op: str, arg: str = "") -> None:
         self.calls.append((op, arg))
+        if self.fail_next.get(op):
+            raise self.fail_next[op].pop(0)
         if op in self.fail_with:
             raise self.fail_with[op]
 

@@ -12,10 +12,17 @@ import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
 from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.errors import BootstrapError, UsageError
-from arkouda_bootstrap.kube.api import ForbiddenError, PodCondition, PodInfo, PodList, pod_from_json
+from arkouda_bootstrap.kube.api import (
+    ApiUnavailableError,
+    ForbiddenError,
+    PodCondition,
+    PodInfo,
+    PodList,
+    pod_from_json,
+)
 from arkouda_bootstrap.kube.podwatch import ChunkEnded
 from arkouda_bootstrap.nodewatch import NodeWatchSettings, Reaper, node_lost_evidence, run_nodewatch, statefulset_of
-from fakes import END, FakeClock, FakeKube, make_pod
+from fakes import END, FakeClock, FakeKube, GoneError, make_pod
 from kubernetes import client
 from test_kube_models import wire
 
@@ -179,19 +186,49 @@ def test_run_nodewatch_reaps_a_pod_that_gets_stuck_while_it_watches() -> None:
     assert 40 <= clock.now <= 40 + SETTINGS.chunk_seconds + 1  # acted at the first check after grace + margin
 
 
-def test_run_nodewatch_ends_on_missing_rbac_and_retries_other_api_trouble() -> None:
+def test_run_nodewatch_rides_out_an_api_outage_and_still_reaps() -> None:
+    """Refused connections, a timeout, HTTP 5xx and a 410 while it watches: nodewatch keeps going (it never ends
+    for an unreachable API) and still force-deletes the pod that got stuck meanwhile."""
+    clock, stop = FakeClock(), threading.Event()
+    kube = FakeKube(pods={f"{LOCALE}-0": make_pod(f"{LOCALE}-0", uid=f"old-{LOCALE}-0")})
+    kube.fail_next["list_pods"] = [
+        ApiUnavailableError("cannot reach the Kubernetes API to list pods: [Errno 111] Connection refused"),
+        ApiUnavailableError("cannot reach the Kubernetes API to list pods: read timed out"),
+    ]
+    kube.script(
+        ApiUnavailableError("watch pods in namespace ns failed: HTTP 502 Bad Gateway"),
+        ApiUnavailableError("cannot reach the Kubernetes API to watch pods: [Errno 111] Connection refused"),
+        GoneError("too old"),
+        kube.event("MODIFIED", stuck(f"{LOCALE}-0")),
+        END,
+    )
+
+    def idle(seconds: int) -> None:
+        clock.advance(seconds)
+        if clock.now > 300 or kube.created_events:
+            stop.set()
+
+    kube.on_idle_watch = idle
+    assert run_nodewatch(kube, SETTINGS, clock=clock, stop=stop, sleep=clock.sleep) == 0
+    assert [e.reason for e in kube.created_events] == ["NodeLost"]
+    assert [op for op, _ in kube.calls].count("list_pods") == 4  # refused, timed out, listed, after the 410
+
+
+def test_run_nodewatch_ends_on_missing_rbac_and_retries_an_unreachable_api() -> None:
     kube = FakeKube(fail_with={"list_pods": ForbiddenError(verb="list", resource="pods", namespace="ns")})
     with pytest.raises(BootstrapError, match="missing RBAC: list pods"):
         run_nodewatch(kube, SETTINGS, clock=FakeClock(), sleep=lambda _s: None)
     stop, waits = threading.Event(), []
-    kube = FakeKube(fail_with={"list_pods": BootstrapError("cannot reach the Kubernetes API to list pods: refused")})
+    kube = FakeKube(
+        fail_with={"list_pods": ApiUnavailableError("cannot reach the Kubernetes API to list pods: refused")}
+    )
 
     def wait(seconds: float) -> None:
         waits.append(seconds)
         stop.set()
 
     assert run_nodewatch(kube, SETTINGS, clock=FakeClock(), stop=stop, sleep=wait) == 0
-    assert waits == [5.0]
+    assert waits == [1.0]  # the first pause of kube.retry; stopped during it, the watch ends quietly
 
 
 def test_follow_items_other_than_pods_change_nothing() -> None:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 
@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MARGIN_SECONDS = 10.0
 # A dead node sends no more pod changes, so the stuck pods are re-checked after every watch request at the latest.
 DEFAULT_CHUNK_SECONDS = 5
-RETRY_SECONDS = 5.0
 TAINT_MANAGER_REASON = "DeletionByTaintManager"
 
 
@@ -150,8 +149,9 @@ def run_nodewatch(
     stop: threading.Event | None = None,
     sleep: Callable[[float], object] | None = None,
 ) -> int:
-    """Follow the pods and reap stuck ones until `stop` is set (never, in the pod). API trouble is logged and
-    retried; only missing RBAC to list/watch pods ends it (one line, non-zero: the chart's Role is wrong)."""
+    """Follow the pods and reap stuck ones until `stop` is set (never, in the pod). An unreachable API is retried
+    for ever (kube.retry); an error no retry can fix, e.g. missing RBAC to list/watch pods, ends it (one line,
+    non-zero: the chart's Role is wrong)."""
     stop = stop or threading.Event()
     wait = sleep or stop.wait
     reaper = Reaper(api, settings, clock=clock)
@@ -161,25 +161,19 @@ def run_nodewatch(
         settings.selector,
         settings.margin_seconds,
     )
-    while not stop.is_set():
-        followed = follow_pods(
-            api,
-            namespace=settings.namespace,
-            selector=settings.selector,
-            chunk_seconds=settings.chunk_seconds,
-            clock=clock,
-            sleep=wait,
-        )
-        try:
-            with contextlib.closing(followed):
-                for item in followed:
-                    reaper.observe(item)
-                    reaper.reap_due()
-                    if stop.is_set():
-                        break
-        except ForbiddenError:
-            raise
-        except BootstrapError as exc:
-            log.warning("nodewatch: %s; retrying in %gs", exc, RETRY_SECONDS)
-            wait(RETRY_SECONDS)
+    followed = follow_pods(
+        api,
+        namespace=settings.namespace,
+        selector=settings.selector,
+        chunk_seconds=settings.chunk_seconds,
+        clock=clock,
+        sleep=wait,
+        stop=stop,
+    )
+    with contextlib.closing(followed):
+        for item in followed:
+            reaper.observe(item)
+            reaper.reap_due()
+            if stop.is_set():
+                break
     return 0

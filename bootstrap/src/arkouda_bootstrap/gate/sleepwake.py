@@ -19,16 +19,17 @@ from typing import Protocol
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
-from arkouda_bootstrap.kube.api import ForbiddenError, PodEvent, PodInfo, PodList, ScaleApi
+from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodEvent, PodInfo, PodList, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.podwatch import PodCache
+from arkouda_bootstrap.kube.retry import ApiRetry
 
 log = logging.getLogger(__name__)
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # Changing this annotation on the gate pod (any new value) wakes a sleeping release.
 WAKE_ANNOTATION = "arkouda-k8s.io/wake"
-# How often step() runs at most without news, and after a failed API call.
+# How often step() runs at most without news, and after a refused change.
 MAX_STEP_SECONDS = 30.0
 RETRY_SECONDS = 5.0
 # Container waiting reasons that only mean "still starting".
@@ -130,6 +131,7 @@ class Controller:
         self._wake_deadline = 0.0
         self._backoff_until = 0.0
         self._failures = 0
+        self._api_retry = ApiRetry("scaling the release", clock=clock)
         # transitions since start (the gate's /metrics)
         self.sleeps = 0
         self.wakes = 0
@@ -204,17 +206,23 @@ class Controller:
     # -- transitions -----------------------------------------------------------------------------------------
 
     def step(self) -> float:
-        """Make the due transitions; return the seconds until the next one may be due."""
+        """Make the due transitions; return the seconds until the next one may be due. An unreachable API is
+        retried per kube.retry, another refused change (e.g. a StatefulSet being replaced) every RETRY_SECONDS;
+        ForbiddenError (the Role is wrong) ends the gate."""
         try:
-            return min(MAX_STEP_SECONDS, self._step(self._clock()))
+            wait = min(MAX_STEP_SECONDS, self._step(self._clock()))
         except StatefulSetMissingError:
             raise
         except ForbiddenError as exc:
             self._events.emit(Reason.RBAC_MISSING, str(exc))
             raise
+        except ApiUnavailableError as exc:
+            return self._api_retry.pause_after(exc)
         except BootstrapError as exc:
             log.warning("%s; trying again in %g s", exc, RETRY_SECONDS)
             return RETRY_SECONDS
+        self._api_retry.request_succeeded()
+        return wait
 
     def _step(self, now: float) -> float:
         if self.phase is Phase.WAKING:

@@ -44,6 +44,11 @@ class ForbiddenError(BootstrapError):
         self.namespace = namespace
 
 
+class ApiUnavailableError(BootstrapError):
+    """The API server could not answer: the connection was refused or broke, a request timed out, or it answered
+    HTTP 5xx or 429 (overloaded). Worth trying again (kube.retry); every other API error is not."""
+
+
 class GoneError(Exception):
     """The watch's resourceVersion is too old (HTTP 410 Gone): the caller must list again."""
 
@@ -446,11 +451,11 @@ class KubernetesApi:
                 return None
             raise translate_api_error(exc, verb=verb, resource=resource, namespace=namespace) from None
         except HTTPError as exc:
-            raise BootstrapError(f"cannot reach the Kubernetes API to {op}: {exc}") from None
+            raise ApiUnavailableError(f"cannot reach the Kubernetes API to {op}: {exc}") from None
         try:
             data = response.data
         except HTTPError as exc:
-            raise BootstrapError(f"{op}: the connection broke while reading the answer: {exc}") from None
+            raise ApiUnavailableError(f"{op}: the connection broke while reading the answer: {exc}") from None
         finally:
             response.release_conn()
         try:
@@ -496,7 +501,7 @@ class KubernetesApi:
                 raise GoneError(_s(exc.reason) or "410 Gone") from None
             raise translate_api_error(exc, verb="watch", resource="pods", namespace=namespace) from None
         except MaxRetryError as exc:
-            raise BootstrapError(f"cannot reach the Kubernetes API to watch pods: {exc.reason or exc}") from None
+            raise ApiUnavailableError(f"cannot reach the Kubernetes API to watch pods: {exc.reason or exc}") from None
         except HTTPError as exc:
             # a read timeout or reset ends this watch chunk; the caller re-watches from its last version
             log.debug("watch connection ended: %s", exc)
@@ -678,9 +683,10 @@ def translate_api_error(exc: Any, *, verb: str, resource: str, namespace: str) -
     if status == 422:
         # the API server refused the object itself; its Status message names the field and why
         return BootstrapError(f"{verb} {resource} in namespace {namespace}: refused: {_status_message(exc)}")
-    return BootstrapError(
-        f"{verb} {resource} in namespace {namespace} failed: HTTP {status} {getattr(exc, 'reason', '')}".rstrip()
-    )
+    failed = f"{verb} {resource} in namespace {namespace} failed: HTTP {status} {getattr(exc, 'reason', '')}".rstrip()
+    if isinstance(status, int) and (status >= 500 or status == 429):
+        return ApiUnavailableError(failed)
+    return BootstrapError(failed)
 
 
 def _status_message(exc: Any) -> str:
