@@ -119,8 +119,6 @@ class FakeKube:
     endpoint_slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     object_rv: int = 5000
     replicas: dict[str, int] = field(default_factory=dict)  # StatefulSet name -> spec.replicas (ScaleApi)
-    # StatefulSet replicas set through scale_statefulset, by (namespace, name)
-    scaled: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def _check(self, op: str, arg: str = "") -> None:
         self.calls.append((op, arg))
@@ -220,11 +218,7 @@ class FakeKube:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
 
-    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
-        self._check("scale_statefulset", name)
-        self.scaled[(namespace, name)] = replicas
-
-    # -- ScaleApi (the idle gate) ----------------------------------------------------------------------------
+    # -- ScaleApi (the idle gate, server --scale-down-when-done) -------------------------------------------------
 
     def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
         self._check("get_replicas", statefulset)

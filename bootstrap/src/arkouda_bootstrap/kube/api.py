@@ -138,7 +138,25 @@ class PodRef:
     api_version: str = "v1"
 
 
-class KubeApi(Protocol):
+class ReplicaSetter(Protocol):
+    """The one way the bootstrap scales a StatefulSet: its `scale` subresource only (the Roles name the
+    StatefulSets and grant nothing else on them). `server --scale-down-when-done` and the idle gate use it."""
+
+    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None:
+        """spec.replicas, as a JSON patch of the scale subresource (RBAC: patch statefulsets/scale)."""
+        ...
+
+
+class ScaleApi(ReplicaSetter, Protocol):
+    """What the idle gate needs: the replica count of two StatefulSets, read and set through their `scale`
+    subresource."""
+
+    def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
+        """spec.replicas; None when the StatefulSet does not exist."""
+        ...
+
+
+class KubeApi(ReplicaSetter, Protocol):
     """The operations the bootstrap performs against the API server (namespaced, least privilege)."""
 
     def list_pods(self, *, namespace: str, selector: str) -> PodList: ...
@@ -184,10 +202,6 @@ class KubeApi(Protocol):
         """Delete; False when it did not exist."""
         ...
 
-    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
-        """Set the replicas of a StatefulSet through its scale subresource (RBAC: update statefulsets/scale)."""
-        ...
-
 
 class ServiceApi(Protocol):
     """What publishing a server outside the cluster needs (`server --register-service`): one Service without a
@@ -212,17 +226,6 @@ class ServiceApi(Protocol):
     def delete_endpoint_slice(self, *, namespace: str, name: str) -> bool:
         """Delete; False when it did not exist."""
         ...
-
-
-class ScaleApi(Protocol):
-    """What the idle gate needs: the replica count of two StatefulSets, through their `scale` subresource only
-    (its Role names them and grants nothing else on StatefulSets)."""
-
-    def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
-        """spec.replicas; None when the StatefulSet does not exist."""
-        ...
-
-    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None: ...
 
 
 def resolve_namespace(explicit: str | None, *, namespace_file: Path = SERVICEACCOUNT_NAMESPACE_FILE) -> str:
@@ -394,7 +397,7 @@ class KubernetesApi:
         return self._discovery
 
     def _apps_api(self) -> Any:
-        """AppsV1Api, built on first use: only the idle gate needs it."""
+        """AppsV1Api, built on first use: only the idle gate and `server --scale-down-when-done` need it."""
         if self._apps is None:
             from kubernetes.client import AppsV1Api
 
@@ -565,20 +568,6 @@ class KubernetesApi:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
 
-    # -- statefulsets ------------------------------------------------------------------------------------------
-
-    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
-        from kubernetes.client import AppsV1Api
-
-        body = {
-            "apiVersion": "autoscaling/v1",
-            "kind": "Scale",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": replicas},
-        }
-        call = AppsV1Api(self._client).replace_namespaced_stateful_set_scale
-        self._call("update statefulsets/scale", namespace, call, name, namespace, body)
-
     # -- services and endpointslices (server --register-service) ------------------------------------------
 
     def create_service(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -613,7 +602,7 @@ class KubernetesApi:
         call = self._discovery_api().delete_namespaced_endpoint_slice
         return self._call("delete endpointslices", namespace, call, name, namespace, missing_ok=True) is not None
 
-    # -- statefulsets/scale (the idle gate) ----------------------------------------------------------------
+    # -- statefulsets/scale (the idle gate, server --scale-down-when-done) ----------------------------------
 
     def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
         call = self._apps_api().read_namespaced_stateful_set_scale
