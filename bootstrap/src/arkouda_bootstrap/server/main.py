@@ -25,6 +25,7 @@ from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.server import discovery, launch, workdir
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import probe as sshprobe
 from arkouda_bootstrap.ssh import secretwatch
 from arkouda_bootstrap.ssh.identity import Identity, ensure_identity
 
@@ -75,7 +76,7 @@ def prepare_server(
         probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts), keys_deadline=started + settings.timeout
     )
 
-    def pending(host: ssh.Host, exc: ssh.KeysPendingError) -> None:
+    def pending(host: ssh.Host, exc: sshprobe.KeysPendingError) -> None:
         recorder.emit(Reason.KEYS_PENDING, f"{exc}; waiting for it until the wait deadline ({settings.timeout:g}s)")
 
     probe = functools.partial(
