@@ -47,10 +47,12 @@ WatchItem = PodEvent | Exception | str | Gate
 
 
 class FakeClock:
-    """Test double of time.monotonic: moves only when advanced (`sleep` is the matching time.sleep)."""
+    """Test double of time.monotonic: moves only when advanced (`sleep` is the matching time.sleep, and keeps
+    what it was asked in `slept`)."""
 
     def __init__(self) -> None:
         self.now = 0.0
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now
@@ -58,7 +60,9 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
-    sleep = advance
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.advance(seconds)
 
 
 def make_pod(

@@ -167,20 +167,27 @@ def test_a_relist_forgets_pods_that_are_gone() -> None:
     assert not reaper.due()
 
 
-def test_run_nodewatch_reaps_a_pod_that_gets_stuck_while_it_watches() -> None:
-    """The whole loop: list, watch chunks that end (no event comes from a dead node), the stuck locale forced
-    after grace + margin of the fake clock, then stopped."""
+def run_until_reaped(kube: FakeKube, *, give_up_at: float) -> FakeClock:
+    """run_nodewatch on a fake clock that each idle watch request moves by its timeout; stopped after the first
+    Event (or at `give_up_at`)."""
     clock, stop = FakeClock(), threading.Event()
-    kube = FakeKube(pods={f"{LOCALE}-0": make_pod(f"{LOCALE}-0", uid=f"old-{LOCALE}-0")})
-    kube.script(kube.event("MODIFIED", stuck(f"{LOCALE}-0")), END)
 
     def idle(seconds: int) -> None:
         clock.advance(seconds)
-        if clock.now > 120 or kube.created_events:
+        if clock.now > give_up_at or kube.created_events:
             stop.set()
 
     kube.on_idle_watch = idle
     assert run_nodewatch(kube, SETTINGS, clock=clock, stop=stop, sleep=clock.sleep) == 0
+    return clock
+
+
+def test_run_nodewatch_reaps_a_pod_that_gets_stuck_while_it_watches() -> None:
+    """The whole loop: list, watch chunks that end (no event comes from a dead node), the stuck locale forced
+    after grace + margin of the fake clock, then stopped."""
+    kube = FakeKube(pods={f"{LOCALE}-0": make_pod(f"{LOCALE}-0", uid=f"old-{LOCALE}-0")})
+    kube.script(kube.event("MODIFIED", stuck(f"{LOCALE}-0")), END)
+    clock = run_until_reaped(kube, give_up_at=120)
     assert [e.reason for e in kube.created_events] == ["NodeLost"]
     assert f"{LOCALE}-0" not in kube.pods
     assert 40 <= clock.now <= 40 + SETTINGS.chunk_seconds + 1  # acted at the first check after grace + margin
@@ -189,7 +196,6 @@ def test_run_nodewatch_reaps_a_pod_that_gets_stuck_while_it_watches() -> None:
 def test_run_nodewatch_rides_out_an_api_outage_and_still_reaps() -> None:
     """Refused connections, a timeout, HTTP 5xx and a 410 while it watches: nodewatch keeps going (it never ends
     for an unreachable API) and still force-deletes the pod that got stuck meanwhile."""
-    clock, stop = FakeClock(), threading.Event()
     kube = FakeKube(pods={f"{LOCALE}-0": make_pod(f"{LOCALE}-0", uid=f"old-{LOCALE}-0")})
     kube.fail_next["list_pods"] = [
         ApiUnavailableError("cannot reach the Kubernetes API to list pods: [Errno 111] Connection refused"),
@@ -202,14 +208,7 @@ def test_run_nodewatch_rides_out_an_api_outage_and_still_reaps() -> None:
         kube.event("MODIFIED", stuck(f"{LOCALE}-0")),
         END,
     )
-
-    def idle(seconds: int) -> None:
-        clock.advance(seconds)
-        if clock.now > 300 or kube.created_events:
-            stop.set()
-
-    kube.on_idle_watch = idle
-    assert run_nodewatch(kube, SETTINGS, clock=clock, stop=stop, sleep=clock.sleep) == 0
+    run_until_reaped(kube, give_up_at=300)
     assert [e.reason for e in kube.created_events] == ["NodeLost"]
     assert [op for op, _ in kube.calls].count("list_pods") == 4  # refused, timed out, listed, after the 410
 

@@ -113,13 +113,7 @@ def test_refusals_timeouts_5xx_and_a_410_are_ridden_out_and_the_watch_resumes_wh
         END,
     )
     clock = FakeClock()
-    sleeps: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        clock.sleep(seconds)
-
-    followed = follow_pods(api, namespace="ns", selector="s=1", chunk_seconds=10, clock=clock, sleep=sleep)
+    followed = follow_pods(api, namespace="ns", selector="s=1", chunk_seconds=10, clock=clock, sleep=clock.sleep)
     items = list(itertools.islice(followed, 7))
     assert kinds(items) == [
         "list@100",
@@ -133,7 +127,7 @@ def test_refusals_timeouts_5xx_and_a_410_are_ridden_out_and_the_watch_resumes_wh
     # a failed watch resumes from the last version it delivered; only the 410 lists again
     assert [arg for op, arg in api.calls if op == "watch_pods"] == ["100", "1001", "1001", "1001", "1002", "100"]
     assert [op for op, _ in api.calls].count("list_pods") == 4  # two refused, one, one after the 410
-    assert sleeps == [1.0, 2.0, 1.0, 2.0, 4.0]  # attempts count from 1 again for every request
+    assert clock.slept == [1.0, 2.0, 1.0, 2.0, 4.0]  # attempts count from 1 again for every request
     retries = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
     assert len(retries) == 5
     assert retries[1].startswith("pods s=1 in namespace ns: attempt 2 failed: list pods: read timed out;")
@@ -149,15 +143,9 @@ def test_without_a_deadline_an_unreachable_api_is_retried_for_ever_with_capped_p
     api = FakeKube()
     api.fail_next["list_pods"] = [refused("list pods") for _ in range(12)]
     clock = FakeClock()
-    sleeps: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        clock.sleep(seconds)
-
-    followed = follow_pods(api, namespace="ns", selector="s=1", chunk_seconds=10, clock=clock, sleep=sleep)
+    followed = follow_pods(api, namespace="ns", selector="s=1", chunk_seconds=10, clock=clock, sleep=clock.sleep)
     assert kinds([next(followed)]) == ["list@100"]
-    assert sleeps == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0]
+    assert clock.slept == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0]
 
 
 def test_with_a_deadline_the_retries_end_there_with_the_last_error() -> None:
