@@ -47,10 +47,12 @@ WatchItem = PodEvent | Exception | str | Gate
 
 
 class FakeClock:
-    """Test double of time.monotonic: moves only when advanced (`sleep` is the matching time.sleep)."""
+    """Test double of time.monotonic: moves only when advanced (`sleep` is the matching time.sleep, and keeps
+    what it was asked in `slept`)."""
 
     def __init__(self) -> None:
         self.now = 0.0
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now
@@ -58,7 +60,9 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
-    sleep = advance
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.advance(seconds)
 
 
 def make_pod(
@@ -112,16 +116,18 @@ class FakeKube:
     block: bool = False
     on_idle_watch: Callable[[int], None] | None = None
     fail_with: dict[str, BootstrapError] = field(default_factory=dict)
+    # one-shot failures by operation, raised in order by its next calls (before any fail_with)
+    fail_next: dict[str, list[BootstrapError]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     services: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     endpoint_slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     object_rv: int = 5000
     replicas: dict[str, int] = field(default_factory=dict)  # StatefulSet name -> spec.replicas (ScaleApi)
-    # StatefulSet replicas set through scale_statefulset, by (namespace, name)
-    scaled: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def _check(self, op: str, arg: str = "") -> None:
         self.calls.append((op, arg))
+        if self.fail_next.get(op):
+            raise self.fail_next[op].pop(0)
         if op in self.fail_with:
             raise self.fail_with[op]
 
@@ -216,11 +222,7 @@ class FakeKube:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
 
-    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
-        self._check("scale_statefulset", name)
-        self.scaled[(namespace, name)] = replicas
-
-    # -- ScaleApi (the idle gate) ----------------------------------------------------------------------------
+    # -- ScaleApi (the idle gate, server --scale-down-when-done) -------------------------------------------------
 
     def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
         self._check("get_replicas", statefulset)

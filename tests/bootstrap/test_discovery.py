@@ -6,7 +6,14 @@ import datetime as dt
 
 import pytest
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
-from arkouda_bootstrap.kube.api import ContainerState, EventInfo, GoneError, PodCondition
+from arkouda_bootstrap.kube.api import (
+    ApiUnavailableError,
+    ContainerState,
+    EventInfo,
+    ForbiddenError,
+    GoneError,
+    PodCondition,
+)
 from arkouda_bootstrap.server.discovery import (
     EVENTS_MIN_INTERVAL,
     WaitTimeoutError,
@@ -211,7 +218,7 @@ def test_events_reason_shown_and_events_forbidden_is_not_fatal() -> None:
     assert lines[0] == "0/1 locales ready; waiting for r-0 (Pending: FailedMount: no secret)"
     api2 = FakeKube(
         on_idle_watch=clock.advance,
-        fail_with={"list_pod_events": BootstrapError("missing RBAC: list events in namespace ns")},
+        fail_with={"list_pod_events": ForbiddenError(verb="list", resource="events", namespace="ns")},
     )
     api2.pods["r-0"] = make_pod("r-0", ready=False, phase="Pending", ip=None)
     with pytest.raises(WaitTimeoutError):
@@ -225,9 +232,40 @@ def test_no_locales_needed_for_one_locale() -> None:
 
 
 def test_rbac_error_on_list_is_one_line() -> None:
-    api = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
+    api = FakeKube(fail_with={"list_pods": ForbiddenError(verb="list", resource="pods", namespace="ns")})
     with pytest.raises(BootstrapError, match="^missing RBAC: list pods in namespace ns$"):
         wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=1, report=print)
+
+
+def test_an_unreachable_api_is_retried_until_the_wait_deadline_then_it_is_the_timeout() -> None:
+    refused = ApiUnavailableError("cannot reach the Kubernetes API to watch pods: [Errno 111] Connection refused")
+    api = FakeKube()
+    api.pods["r-0"] = make_pod("r-0", ready=False)
+    api.fail_with["watch_pods"] = refused
+    clock = FakeClock()
+    with pytest.raises(WaitTimeoutError) as err:
+        wait_for_locales(
+            api,
+            namespace="ns",
+            selector="s=1",
+            expected=1,
+            timeout=60,
+            report=print,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert err.value.exit_code == EXIT_TIMEOUT
+    last = "0/1 locales ready; waiting for r-0 (Running: not ready)"
+    assert str(err.value) == f"timed out after 60s: {refused}; last: {last}"
+    assert clock.now == 60.0
+    # and an outage that ends in time is only a delay
+    api = FakeKube()
+    api.pods["r-0"] = make_pod("r-0")
+    api.fail_next["list_pods"] = [refused, refused]
+    pods = wait_for_locales(
+        api, namespace="ns", selector="s=1", expected=1, timeout=60, report=print, clock=clock, sleep=clock.sleep
+    )
+    assert [p.name for p in pods] == ["r-0"]
 
 
 def test_extra_pods_beyond_expected_are_ignored() -> None:

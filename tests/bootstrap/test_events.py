@@ -7,7 +7,7 @@ import logging
 import pytest
 from arkouda_bootstrap.config import ServerSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import PodRef
+from arkouda_bootstrap.kube.api import ForbiddenError, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.server.main import _own_uid
 from fakes import FakeKube, make_pod
@@ -54,19 +54,22 @@ def test_on_error_turns_a_refusal_into_an_event_and_reraises() -> None:
         raise BootstrapError("SSH Secret mounted at /etc/arkouda/ssh: field known_hosts: missing or empty")
     with (
         pytest.raises(BootstrapError, match="timed out"),
-        rec.on_error(Reason.RBAC_MISSING, when=lambda exc: "missing RBAC" in str(exc)),
+        rec.on_error(Reason.RBAC_MISSING, of=ForbiddenError),
     ):
         raise BootstrapError("timed out")  # not an RBAC refusal: no RbacMissing Event
+    with pytest.raises(ForbiddenError), rec.on_error(Reason.RBAC_MISSING, of=ForbiddenError):
+        raise ForbiddenError(verb="list", resource="pods", namespace="ns")
     with rec.on_error(Reason.SECRET_INVALID):
         pass
     assert [(e.reason, e.type, e.message) for e in api.created_events] == [
-        ("SecretInvalid", "Warning", "SSH Secret mounted at /etc/arkouda/ssh: field known_hosts: missing or empty")
+        ("SecretInvalid", "Warning", "SSH Secret mounted at /etc/arkouda/ssh: field known_hosts: missing or empty"),
+        ("RbacMissing", "Warning", "missing RBAC: list pods in namespace ns"),
     ]
 
 
 def test_failed_event_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
-    api = FakeKube(fail_with={"create_event": BootstrapError("missing RBAC: create events in namespace ns")})
+    api = FakeKube(fail_with={"create_event": ForbiddenError(verb="create", resource="events", namespace="ns")})
     EventRecorder(api, POD).emit(Reason.LAUNCHED, "x")
     assert "could not emit event Launched on pod r-arkouda-server-0: missing RBAC: create events" in caplog.text
 
@@ -82,7 +85,7 @@ def test_own_uid_is_best_effort(caplog: pytest.LogCaptureFixture) -> None:
     api.pods["r-arkouda-server-0"] = make_pod("r-arkouda-server-0", uid="abc")
     assert _own_uid(api, settings()) == "abc"
     assert _own_uid(FakeKube(), settings()) == ""
-    forbidden = FakeKube(fail_with={"get_pod": BootstrapError("missing RBAC: get pods in namespace ns")})
+    forbidden = FakeKube(fail_with={"get_pod": ForbiddenError(verb="get", resource="pods", namespace="ns")})
     caplog.set_level(logging.WARNING)
     assert _own_uid(forbidden, settings()) == ""
     assert "missing RBAC: get pods" in caplog.text

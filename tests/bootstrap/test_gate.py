@@ -22,7 +22,7 @@ from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.main import Gate, _Link, run_gate
 from arkouda_bootstrap.gate.sleepwake import Controller
-from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodCondition, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder
 from conftest import free_port
 from fakes import FakeKube, make_pod
@@ -260,8 +260,9 @@ def start_run_gate(api: FakeKube, s: GateSettings) -> tuple[threading.Thread, li
 
 
 def test_run_gate_wires_the_pod_watch_the_splice_and_a_refused_watch_ends_it(echo: EchoServer) -> None:
-    """run_gate as the CLI calls it, on FakeKube: the listed server pod is where clients go; a watch the API
-    refuses (RBAC) ends the gate with that one line."""
+    """run_gate as the CLI calls it, on FakeKube: the listed server pod is where clients go; an API that cannot
+    answer for a while is retried (the gate goes on serving); a watch the API refuses (RBAC) ends the gate with
+    that one line."""
     s = GateSettings(**{**settings().__dict__, "server_port": echo.port, "listen_port": free_port()})
     api = FakeKube(
         replicas={SERVER: 1, LOCALE: 1},
@@ -276,7 +277,15 @@ def test_run_gate_wires_the_pod_watch_the_splice_and_a_refused_watch_ends_it(ech
     with req(s.listen_port) as sock:
         sock.send(b"through run_gate")
         assert sock.recv() == b"through run_gate"
-    api.script(BootstrapError("missing RBAC: watch pods in namespace ns"))
+    api.script(ApiUnavailableError("watch pods in namespace ns failed: HTTP 503 Service Unavailable"))
+    while sum(op == "watch_pods" for op, _ in api.calls) < 2:  # watching again after the first pause (1 s)
+        assert time.monotonic() < deadline + 10, api.calls
+        time.sleep(0.02)
+    assert not outcome and [op for op, _ in api.calls].count("list_pods") == 1  # resumed, not listed again
+    with req(s.listen_port) as sock:
+        sock.send(b"after the outage")
+        assert sock.recv() == b"after the outage"
+    api.script(ForbiddenError(verb="watch", resource="pods", namespace="ns"))
     thread.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)
     assert str(outcome[0]) == "missing RBAC: watch pods in namespace ns"
@@ -319,7 +328,7 @@ def test_the_metrics_port_is_the_readiness_probe_and_scraping_it_never_wakes_a_s
     text = scrape()
     assert "arkouda_gate_wakes_total 1.0" in text
     assert 'arkouda_gate_phase{phase="waking"} 1.0' in text
-    api.script(BootstrapError("missing RBAC: watch pods in namespace ns"))
+    api.script(ForbiddenError(verb="watch", resource="pods", namespace="ns"))
     thread.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)
 

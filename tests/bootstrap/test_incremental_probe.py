@@ -10,6 +10,7 @@ import threading
 import pytest
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import probe as sshprobe
 
 
 class RecordingProbe:
@@ -43,7 +44,7 @@ def test_submit_starts_the_probe_before_finish_and_only_once() -> None:
 def test_a_failed_probe_of_a_pod_that_left_the_host_list_does_not_fail_the_launch() -> None:
     gone = ssh.Host(address="10.0.0.1", pod="r-1")
     again = ssh.Host(address="10.0.0.7", pod="r-1")  # the same locale, recreated with a new IP
-    probe = RecordingProbe({"10.0.0.1": ssh.TransientProbeError("connect to 10.0.0.1:2222: refused")})
+    probe = RecordingProbe({"10.0.0.1": sshprobe.TransientProbeError("connect to 10.0.0.1:2222: refused")})
     with ssh.IncrementalProbe(probe, max_workers=2) as prober:
         prober.submit(gone)
         prober.finish([ssh.Host(address="10.0.0.0", pod="r-0"), again])
@@ -54,8 +55,8 @@ def test_finish_names_the_first_failing_host_in_host_order_and_counts_the_rest()
     hosts = [ssh.Host(address=f"10.0.0.{i}", pod=f"r-{i}") for i in range(4)]
     probe = RecordingProbe(
         {
-            "10.0.0.3": ssh.HostKeyMismatchError("pod r-3 (10.0.0.3) presented a host key this release never had"),
-            "10.0.0.1": ssh.AuthenticationFailedError("pod r-1 (10.0.0.1) rejected public-key authentication"),
+            "10.0.0.3": sshprobe.HostKeyMismatchError("pod r-3 (10.0.0.3) presented a host key this release never had"),
+            "10.0.0.1": sshprobe.AuthenticationFailedError("pod r-1 (10.0.0.1) rejected public-key authentication"),
             "10.0.0.2": RuntimeError("a bug"),
         }
     )

@@ -252,7 +252,7 @@ def explain(blob: bytes, *, pinned_from: dict[str, bytes], banner: str, release_
     sshprobe.explain_host_key(
         blob,
         where="pod r-locale-1 (10.0.0.5)",
-        pinned=keys.pinned_host_key(pinned_from[keys.KNOWN_HOSTS].decode()),
+        pinned=keys.release_pinned_host_key(pinned_from[keys.KNOWN_HOSTS].decode()),
         retired=keys.retired_host_keys(pinned_from.get(keys.RETIRED_HOST_KEYS, b"").decode()),
         release_id=release_id,
         banner=banner,
@@ -332,7 +332,7 @@ def run_probe(
     data = release_secret()
     fixed = sshprobe.ProbeKeys(
         client_key=object(),  # type: ignore[arg-type]  # never used by the test double
-        pinned=keys.pinned_host_key(data[keys.KNOWN_HOSTS].decode()),
+        pinned=keys.release_pinned_host_key(data[keys.KNOWN_HOSTS].decode()),
         release_id=RELEASE_ID,
     )
 

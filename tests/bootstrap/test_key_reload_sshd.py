@@ -27,7 +27,7 @@ FAST = ssh.RetryPolicy(attempts=3, initial_delay=0.1, max_delay=0.2)
 def client_key(data: dict[str, bytes], path: Path) -> paramiko.PKey:
     path.write_bytes(data[keys.CLIENT_KEY])
     path.chmod(0o600)
-    return ssh.load_client_key(path)
+    return sshprobe.load_release_client_key(path)
 
 
 def probe(
@@ -39,7 +39,7 @@ def probe(
         port=sshd.port,
         user=sshd.user,
         client_key=client_key(key_from or data, tmp_path / f"id-{time.monotonic_ns()}"),
-        pinned=keys.pinned_host_key(data[keys.KNOWN_HOSTS].decode()),
+        pinned=keys.release_pinned_host_key(data[keys.KNOWN_HOSTS].decode()),
         retired=keys.retired_host_keys(data.get(keys.RETIRED_HOST_KEYS, b"").decode()),
         release_id=RELEASE_ID,
         timeout=5,
@@ -156,7 +156,7 @@ def test_probe_waits_for_a_locale_serving_a_lost_secret_until_it_reloads(
                 user=sshd.user,
                 keys=lambda: sshprobe.ProbeKeys(
                     client_key=client_key(regenerated, tmp_path / "id-regenerated"),
-                    pinned=keys.pinned_host_key(regenerated[keys.KNOWN_HOSTS].decode()),
+                    pinned=keys.release_pinned_host_key(regenerated[keys.KNOWN_HOSTS].decode()),
                     release_id=RELEASE_ID,
                 ),
                 timeout=5,

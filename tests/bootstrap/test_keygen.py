@@ -6,6 +6,7 @@ import pytest
 from arkouda_bootstrap.config import KeygenSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.keygen import run_keygen
+from arkouda_bootstrap.kube.api import ForbiddenError
 from arkouda_bootstrap.ssh import keys
 from fakes import FakeKube, make_pod
 
@@ -133,7 +134,7 @@ def test_delete_also_removes_the_helm_test_objects_helm_leaves_behind() -> None:
 
 
 def test_rbac_error_propagates_as_one_line() -> None:
-    api = FakeKube(fail_with={"get_secret": BootstrapError("missing RBAC: get secrets in namespace ns")})
+    api = FakeKube(fail_with={"get_secret": ForbiddenError(verb="get", resource="secrets", namespace="ns")})
     with pytest.raises(BootstrapError, match="^missing RBAC: get secrets in namespace ns$"):
         run_keygen(api, S)
 

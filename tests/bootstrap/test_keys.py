@@ -29,9 +29,9 @@ def test_two_generations_differ() -> None:
     assert a[keys.HOST_KEY] != b[keys.HOST_KEY]
 
 
-def test_pinned_host_key_matches_host_pub() -> None:
+def test_release_pinned_host_key_matches_host_pub() -> None:
     data = keys.build_secret_data(release="r", with_token=False)
-    pinned = keys.pinned_host_key(data[keys.KNOWN_HOSTS].decode())
+    pinned = keys.release_pinned_host_key(data[keys.KNOWN_HOSTS].decode())
     host = keys.parse_public_key(data[keys.HOST_PUB].decode(), what="x")
     assert pinned.blob == host.blob
 

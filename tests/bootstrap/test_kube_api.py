@@ -15,7 +15,7 @@ import pytest
 from apiserver_double import TOKEN, Answer, ApiServerDouble, serving
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube import api as kube
-from arkouda_bootstrap.kube.api import GoneError, KubernetesApi, PodRef
+from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, GoneError, KubernetesApi, PodRef
 from kubernetes import client
 from test_kube_models import ready_pod, v1pod, wire
 
@@ -147,7 +147,7 @@ def test_every_call_names_the_missing_rbac(
             "/api/v1/namespaces/ns/configmaps/c",
         ):
             apiserver.answer(Answer(method, path, status=403, body={"kind": "Status", "code": 403}))
-    with pytest.raises(BootstrapError) as err:
+    with pytest.raises(ForbiddenError) as err:  # typed: callers tell a refusal from other API errors by its type
         call(apiserver.api())
     assert str(err.value) == expected
 
@@ -236,7 +236,7 @@ def test_a_silent_api_server_times_out_every_call_with_one_line(apiserver: ApiSe
     ]
     for what, call in calls:
         started = time.monotonic()
-        with pytest.raises(BootstrapError, match=f"^cannot reach the Kubernetes API to {what}: "):
+        with pytest.raises(ApiUnavailableError, match=f"^cannot reach the Kubernetes API to {what}: "):
             call()
         assert time.monotonic() - started < 10  # retries included; the stall is 30 s
 
@@ -254,10 +254,27 @@ def test_a_watch_that_goes_silent_ends_its_chunk(apiserver: ApiServerDouble, mon
 def test_an_unreachable_api_server_is_one_line(apiserver: ApiServerDouble) -> None:
     apiserver.port = 1  # nothing listens there
     api = apiserver.api(request_timeout=1)
-    with pytest.raises(BootstrapError, match="^cannot reach the Kubernetes API to list pods: "):
+    with pytest.raises(ApiUnavailableError, match="^cannot reach the Kubernetes API to list pods: "):
         api.list_pods(namespace="ns", selector="a=b")
-    with pytest.raises(BootstrapError, match="^cannot reach the Kubernetes API to watch pods: "):
+    with pytest.raises(ApiUnavailableError, match="^cannot reach the Kubernetes API to watch pods: "):
         watch(api)
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_an_api_server_that_cannot_answer_now_is_worth_a_retry(apiserver: ApiServerDouble, status: int) -> None:
+    """HTTP 5xx and 429 are ApiUnavailableError (kube.retry tries again); other refusals are not."""
+    apiserver.answer(Answer("GET", PODS, status=status, body={"kind": "Status", "code": status}, times=2))
+    with pytest.raises(ApiUnavailableError, match=f"^list pods in namespace ns failed: HTTP {status}"):
+        apiserver.api().list_pods(namespace="ns", selector="a=b")
+    with pytest.raises(ApiUnavailableError, match=f"^watch pods in namespace ns failed: HTTP {status}"):
+        watch(apiserver.api())
+
+
+def test_a_missing_namespace_is_not_worth_a_retry(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(Answer("GET", PODS, status=404, body={"kind": "Status", "code": 404}))
+    with pytest.raises(BootstrapError, match="not found") as err:
+        apiserver.api().list_pods(namespace="ns", selector="a=b")
+    assert not isinstance(err.value, ApiUnavailableError)
 
 
 def test_from_kubeconfig_talks_to_the_configured_server(apiserver: ApiServerDouble, tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import (
+    ApiUnavailableError,
+    ForbiddenError,
     event_from_json,
     event_from_watch,
     pod_from_json,
@@ -155,6 +157,8 @@ def test_event_from_json() -> None:
 def test_translate_api_error(status: int, expected: str) -> None:
     err = translate_api_error(ApiException(status=status, reason="x"), verb="list", resource="pods", namespace="ns")
     assert isinstance(err, BootstrapError)
+    assert isinstance(err, ForbiddenError) == (status == 403)
+    assert isinstance(err, ApiUnavailableError) == (status == 500)  # worth a retry
     assert str(err).startswith(expected)
 
 

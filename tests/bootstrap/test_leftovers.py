@@ -58,8 +58,8 @@ def access(
     return Access(
         port=loopback_sshd[1],
         user=test_user.pw_name,
-        key=ssh.load_client_key(path),
-        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+        key=sshprobe.load_release_client_key(path),
+        pinned=keys.release_pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
     )
 
 

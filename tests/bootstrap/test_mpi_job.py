@@ -19,7 +19,7 @@ from arkouda_bootstrap.cli import server as server_cli
 from arkouda_bootstrap.cli.options import Values
 from arkouda_bootstrap.config import Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError, UsageError
-from arkouda_bootstrap.kube.api import KubeApi, PodRef
+from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.server import jobrun, launch, mpioutcome
 from arkouda_bootstrap.server.main import Prepared
@@ -169,7 +169,7 @@ def prepared_double(argv: list[str], tmp_path: Path) -> Prepared:
 
 @pytest.fixture
 def kube() -> FakeKube:
-    api = FakeKube()
+    api = FakeKube(replicas={LOCALES: 2})
     api.pods[POD] = make_pod(POD, labels=JOB_LABELS, uid="pod-uid")
     return api
 
@@ -202,7 +202,7 @@ def test_a_successful_run_releases_the_locales_and_says_so_on_the_pod_and_the_jo
 ) -> None:
     result, reported = run(kube, tmp_path, monkeypatch, "echo Hello from rank 0")
     assert result == 0
-    assert kube.scaled == {("ns", LOCALES): 0}
+    assert kube.replicas == {LOCALES: 0}
     assert "Hello from rank 0" in capfd.readouterr().out  # the program's output still reaches the log
     released = f"scaled StatefulSet {LOCALES} to 0: no locale pod stays after the run"
     for kind in ("Pod", "Job"):
@@ -224,7 +224,7 @@ def test_a_crashing_rank_fails_with_its_status_and_one_line_and_still_releases_t
     assert isinstance(result, BootstrapError)
     line = "mpirun exited with status 139: rank 1 on node 10.244.0.18 was killed by signal 11 (Segmentation fault)"
     assert (str(result), result.exit_code) == (line, 139)
-    assert kube.scaled == {("ns", LOCALES): 0}
+    assert kube.replicas == {LOCALES: 0}
     assert [e[:2] for e in events(kube, "Job")] == [("RunFailed", "Warning"), ("LocalesReleased", "Normal")]
     assert events(kube, "Job")[0][2] == line
     assert (tmp_path / "termination-log").read_text() == line + "\n"
@@ -241,7 +241,7 @@ def test_a_failure_before_the_launch_fails_the_job_with_that_line_and_releases_t
     with pytest.raises(BootstrapError) as err:
         jobrun.run_job(kube, settings(tmp_path, argv=["true"]), job, report=lambda _l: None)
     assert err.value.exit_code == EXIT_TIMEOUT
-    assert kube.scaled == {("ns", LOCALES): 0}
+    assert kube.replicas == {LOCALES: 0}
     assert "not Ready after 60s" in (tmp_path / "termination-log").read_text()
     assert [e[0] for e in events(kube, "Pod")] == ["RunFailed", "LocalesReleased"]
 
@@ -249,16 +249,16 @@ def test_a_failure_before_the_launch_fails_the_job_with_that_line_and_releases_t
 def test_without_the_scale_permission_the_run_still_reports_and_names_the_missing_rbac(
     kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kube.fail_with["scale_statefulset"] = BootstrapError("missing RBAC: update statefulsets/scale in namespace ns")
+    kube.fail_with["set_replicas"] = ForbiddenError(verb="patch", resource="statefulsets/scale", namespace="ns")
     result, _ = run(kube, tmp_path, monkeypatch, "true")
     assert isinstance(result, BootstrapError)  # the locales still hold their nodes: not a silent success
     assert result.exit_code == 1
     assert str(result) == (
         f"the program exited with status 0; could not scale StatefulSet {LOCALES} to 0, its locale pods are still "
-        "there: missing RBAC: update statefulsets/scale in namespace ns"
+        "there: missing RBAC: patch statefulsets/scale in namespace ns"
     )
     assert [e[:2] for e in events(kube, "Pod")] == [("RunSucceeded", "Normal"), ("LocalesKept", "Warning")]
-    assert "missing RBAC: update statefulsets/scale in namespace ns" in (tmp_path / "termination-log").read_text()
+    assert "missing RBAC: patch statefulsets/scale in namespace ns" in (tmp_path / "termination-log").read_text()
 
 
 def test_stopped_by_sigterm_leaves_the_locales_for_the_next_revision(
@@ -272,7 +272,7 @@ def test_stopped_by_sigterm_leaves_the_locales_for_the_next_revision(
     assert isinstance(result, BootstrapError)
     assert result.exit_code == 143
     assert "stopped by a signal" in str(result)
-    assert kube.scaled == {}
+    assert kube.replicas == {LOCALES: 2}
     assert [e[0] for e in events(kube, "Pod")] == ["RunFailed"]
 
 
@@ -284,7 +284,7 @@ def _sigterm_when(path: Path) -> None:
 
 
 def test_events_stay_on_the_pod_when_it_has_no_job_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = FakeKube()
+    kube = FakeKube(replicas={LOCALES: 2})
     kube.pods[POD] = make_pod(POD)
     result, _ = run(kube, tmp_path, monkeypatch, "true")
     assert result == 0
@@ -344,22 +344,21 @@ def apiserver() -> Iterator[ApiServerDouble]:
 SCALE = "/apis/apps/v1/namespaces/ns/statefulsets/r-arkouda-locale/scale"
 
 
-def test_scaling_puts_the_scale_subresource_and_names_the_missing_rbac(apiserver: ApiServerDouble) -> None:
+def test_releasing_the_locales_patches_the_scale_subresource_and_names_the_missing_rbac(
+    apiserver: ApiServerDouble,
+) -> None:
+    """The same call as the idle gate's (kube.api set_replicas): a JSON patch of spec.replicas, nothing else."""
     apiserver.answer(
-        Answer("PUT", SCALE, body={"kind": "Scale", "spec": {"replicas": 0}}),
-        Answer("PUT", SCALE, status=403, body={"kind": "Status", "reason": "Forbidden"}),
+        Answer("PATCH", SCALE, body={"kind": "Scale", "spec": {"replicas": 0}}),
+        Answer("PATCH", SCALE, status=403, body={"kind": "Status", "reason": "Forbidden"}),
     )
     api = apiserver.api()
-    api.scale_statefulset(namespace="ns", name=LOCALES, replicas=0)
-    assert apiserver.seen[0].method == "PUT"
-    assert apiserver.seen[0].body == {
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": {"name": LOCALES, "namespace": "ns"},
-        "spec": {"replicas": 0},
-    }
-    with pytest.raises(BootstrapError, match=r"^missing RBAC: update statefulsets/scale in namespace ns$"):
-        api.scale_statefulset(namespace="ns", name=LOCALES, replicas=0)
+    assert jobrun.release_locales(api, namespace="ns", statefulset=LOCALES) is None
+    assert apiserver.seen[0].body == [{"op": "replace", "path": "/spec/replicas", "value": 0}]  # type: ignore[comparison-overlap]
+    assert jobrun.release_locales(api, namespace="ns", statefulset=LOCALES) == (
+        f"could not scale StatefulSet {LOCALES} to 0, its locale pods are still there: missing RBAC: patch "
+        "statefulsets/scale in namespace ns"
+    )
 
 
 def test_an_event_on_the_job_names_the_job(apiserver: ApiServerDouble) -> None:

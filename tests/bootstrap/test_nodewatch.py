@@ -14,10 +14,17 @@ from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.cli import nodewatch as nodewatch_cli
 from arkouda_bootstrap.cli.options import Values
 from arkouda_bootstrap.errors import BootstrapError, UsageError
-from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList, pod_from_json
+from arkouda_bootstrap.kube.api import (
+    ApiUnavailableError,
+    ForbiddenError,
+    PodCondition,
+    PodInfo,
+    PodList,
+    pod_from_json,
+)
 from arkouda_bootstrap.kube.podwatch import ChunkEnded
 from arkouda_bootstrap.nodewatch import NodeWatchSettings, Reaper, node_lost_evidence, run_nodewatch, statefulset_of
-from fakes import END, FakeClock, FakeKube, make_pod
+from fakes import END, FakeClock, FakeKube, GoneError, make_pod
 from kubernetes import client
 from test_kube_models import wire
 
@@ -147,7 +154,7 @@ def test_a_replaced_pod_is_not_deleted_and_gets_no_event() -> None:
 
 def test_a_refused_delete_is_retried_at_the_next_check() -> None:
     reaper, kube, clock = reaper_with(stuck(f"{LOCALE}-0"))
-    kube.fail_with["force_delete_pod"] = BootstrapError("missing RBAC: delete pods in namespace ns")
+    kube.fail_with["force_delete_pod"] = ForbiddenError(verb="delete", resource="pods", namespace="ns")
     clock.advance(60)
     assert reaper.reap_due() == []
     del kube.fail_with["force_delete_pod"]
@@ -162,38 +169,67 @@ def test_a_relist_forgets_pods_that_are_gone() -> None:
     assert not reaper.due()
 
 
-def test_run_nodewatch_reaps_a_pod_that_gets_stuck_while_it_watches() -> None:
-    """The whole loop: list, watch chunks that end (no event comes from a dead node), the stuck locale forced
-    after grace + margin of the fake clock, then stopped."""
+def run_until_reaped(kube: FakeKube, *, give_up_at: float) -> FakeClock:
+    """run_nodewatch on a fake clock that each idle watch request moves by its timeout; stopped after the first
+    Event (or at `give_up_at`)."""
     clock, stop = FakeClock(), threading.Event()
-    kube = FakeKube(pods={f"{LOCALE}-0": make_pod(f"{LOCALE}-0", uid=f"old-{LOCALE}-0")})
-    kube.script(kube.event("MODIFIED", stuck(f"{LOCALE}-0")), END)
 
     def idle(seconds: int) -> None:
         clock.advance(seconds)
-        if clock.now > 120 or kube.created_events:
+        if clock.now > give_up_at or kube.created_events:
             stop.set()
 
     kube.on_idle_watch = idle
     assert run_nodewatch(kube, SETTINGS, clock=clock, stop=stop, sleep=clock.sleep) == 0
+    return clock
+
+
+def test_run_nodewatch_reaps_a_pod_that_gets_stuck_while_it_watches() -> None:
+    """The whole loop: list, watch chunks that end (no event comes from a dead node), the stuck locale forced
+    after grace + margin of the fake clock, then stopped."""
+    kube = FakeKube(pods={f"{LOCALE}-0": make_pod(f"{LOCALE}-0", uid=f"old-{LOCALE}-0")})
+    kube.script(kube.event("MODIFIED", stuck(f"{LOCALE}-0")), END)
+    clock = run_until_reaped(kube, give_up_at=120)
     assert [e.reason for e in kube.created_events] == ["NodeLost"]
     assert f"{LOCALE}-0" not in kube.pods
     assert 40 <= clock.now <= 40 + SETTINGS.chunk_seconds + 1  # acted at the first check after grace + margin
 
 
-def test_run_nodewatch_ends_on_missing_rbac_and_retries_other_api_trouble() -> None:
-    kube = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
+def test_run_nodewatch_rides_out_an_api_outage_and_still_reaps() -> None:
+    """Refused connections, a timeout, HTTP 5xx and a 410 while it watches: nodewatch keeps going (it never ends
+    for an unreachable API) and still force-deletes the pod that got stuck meanwhile."""
+    kube = FakeKube(pods={f"{LOCALE}-0": make_pod(f"{LOCALE}-0", uid=f"old-{LOCALE}-0")})
+    kube.fail_next["list_pods"] = [
+        ApiUnavailableError("cannot reach the Kubernetes API to list pods: [Errno 111] Connection refused"),
+        ApiUnavailableError("cannot reach the Kubernetes API to list pods: read timed out"),
+    ]
+    kube.script(
+        ApiUnavailableError("watch pods in namespace ns failed: HTTP 502 Bad Gateway"),
+        ApiUnavailableError("cannot reach the Kubernetes API to watch pods: [Errno 111] Connection refused"),
+        GoneError("too old"),
+        kube.event("MODIFIED", stuck(f"{LOCALE}-0")),
+        END,
+    )
+    run_until_reaped(kube, give_up_at=300)
+    assert [e.reason for e in kube.created_events] == ["NodeLost"]
+    assert [op for op, _ in kube.calls].count("list_pods") == 4  # refused, timed out, listed, after the 410
+
+
+def test_run_nodewatch_ends_on_missing_rbac_and_retries_an_unreachable_api() -> None:
+    kube = FakeKube(fail_with={"list_pods": ForbiddenError(verb="list", resource="pods", namespace="ns")})
     with pytest.raises(BootstrapError, match="missing RBAC: list pods"):
         run_nodewatch(kube, SETTINGS, clock=FakeClock(), sleep=lambda _s: None)
     stop, waits = threading.Event(), []
-    kube = FakeKube(fail_with={"list_pods": BootstrapError("cannot reach the Kubernetes API to list pods: refused")})
+    kube = FakeKube(
+        fail_with={"list_pods": ApiUnavailableError("cannot reach the Kubernetes API to list pods: refused")}
+    )
 
     def wait(seconds: float) -> None:
         waits.append(seconds)
         stop.set()
 
     assert run_nodewatch(kube, SETTINGS, clock=FakeClock(), stop=stop, sleep=wait) == 0
-    assert waits == [5.0]
+    assert waits == [1.0]  # the first pause of kube.retry; stopped during it, the watch ends quietly
 
 
 def test_follow_items_other_than_pods_change_nothing() -> None:

@@ -1,12 +1,15 @@
-"""follow_pods, the list-then-watch loop that discovery and the supervisor share (driven by FakeKube, the named
-test double of the kube seam, and a fake clock)."""
+"""follow_pods, the list-then-watch loop every pod follower shares, and PodCache, the pods it leaves (driven by
+FakeKube, the named test double of the kube seam, and a fake clock)."""
 
 from __future__ import annotations
 
 import itertools
+import logging
+import threading
 
-from arkouda_bootstrap.kube.api import PodEvent, PodList
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+import pytest
+from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodEvent, PodList
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 from fakes import END, FakeClock, FakeKube, GoneError, make_pod
 
 
@@ -62,3 +65,130 @@ def test_watches_that_end_at_once_wait_a_second_in_between() -> None:
     )
     assert kinds(list(followed)) == ["list@100", "end@100", "end@100", "end@100"]
     assert clock.now == 3.0
+
+
+def test_the_cache_holds_the_listed_pods_and_replays_the_changes_by_name() -> None:
+    api = FakeKube()
+    cache = PodCache(keep=lambda pod: pod.name.startswith("r-"))
+    assert not cache.listed
+    cache.apply(PodList(pods=(make_pod("r-0"), make_pod("r-1"), make_pod("other")), resource_version="1"))
+    assert cache.listed and sorted(cache.pods) == ["r-0", "r-1"]
+    cache.apply(api.event("MODIFIED", make_pod("r-0", ready=False)))
+    cache.apply(api.event("DELETED", make_pod("r-1")))
+    cache.apply(api.event("ADDED", make_pod("r-2")))
+    cache.apply(api.event("ADDED", make_pod("other")))  # not kept
+    cache.apply(PodEvent(type="BOOKMARK", pod=None, resource_version="1500"))
+    cache.apply(ChunkEnded(resource_version="1500"))
+    assert sorted(cache.pods) == ["r-0", "r-2"]
+    assert not cache.pods["r-0"].ready
+    # a new list (after a 410) replaces everything: a pod deleted while the watch was expired is gone
+    cache.apply(PodList(pods=(make_pod("r-2"),), resource_version="2000"))
+    assert sorted(cache.pods) == ["r-2"]
+
+
+# -- the one retry policy (kube.retry) inside the follow loop ------------------------------------------------
+
+
+def refused(what: str) -> ApiUnavailableError:
+    return ApiUnavailableError(f"cannot reach the Kubernetes API to {what}: [Errno 111] Connection refused")
+
+
+def test_refusals_timeouts_5xx_and_a_410_are_ridden_out_and_the_watch_resumes_where_it_was(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    api = FakeKube()
+    api.pods["r-0"] = make_pod("r-0")
+    api.fail_next["list_pods"] = [refused("list pods"), ApiUnavailableError("list pods: read timed out")]
+    first, second, third = (api.event("MODIFIED", make_pod(f"r-{i}")) for i in range(3))
+    api.script(
+        first,
+        ApiUnavailableError("watch pods in namespace ns failed: HTTP 503 Service Unavailable"),
+        refused("watch pods"),
+        ApiUnavailableError("watch pods in namespace ns failed: HTTP 500 Internal Server Error"),
+        second,
+        END,
+        GoneError("too old"),
+        third,
+        END,
+    )
+    clock = FakeClock()
+    followed = follow_pods(api, namespace="ns", selector="s=1", chunk_seconds=10, clock=clock, sleep=clock.sleep)
+    items = list(itertools.islice(followed, 7))
+    assert kinds(items) == [
+        "list@100",
+        "MODIFIED r-0",
+        "MODIFIED r-1",
+        "end@1002",
+        "list@100",
+        "MODIFIED r-2",
+        "end@1003",
+    ]
+    # a failed watch resumes from the last version it delivered; only the 410 lists again
+    assert [arg for op, arg in api.calls if op == "watch_pods"] == ["100", "1001", "1001", "1001", "1002", "100"]
+    assert [op for op, _ in api.calls].count("list_pods") == 4  # two refused, one, one after the 410
+    assert clock.slept == [1.0, 2.0, 1.0, 2.0, 4.0]  # attempts count from 1 again for every request
+    retries = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert len(retries) == 5
+    assert retries[1].startswith("pods s=1 in namespace ns: attempt 2 failed: list pods: read timed out;")
+    assert "the API has been unreachable for 1s; attempt 3 in 2.0s" in retries[1]
+    assert retries[4].startswith(
+        "pods s=1 in namespace ns: attempt 3 failed: watch pods in namespace ns failed: HTTP 500"
+    )
+    assert "the API has been unreachable for 3s; attempt 4 in 4.0s" in retries[4]
+    assert next(followed) is not None  # and it goes on
+
+
+def test_without_a_deadline_an_unreachable_api_is_retried_for_ever_with_capped_pauses() -> None:
+    api = FakeKube()
+    api.fail_next["list_pods"] = [refused("list pods") for _ in range(12)]
+    clock = FakeClock()
+    followed = follow_pods(api, namespace="ns", selector="s=1", chunk_seconds=10, clock=clock, sleep=clock.sleep)
+    assert kinds([next(followed)]) == ["list@100"]
+    assert clock.slept == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0]
+
+
+def test_with_a_deadline_the_retries_end_there_with_the_last_error() -> None:
+    api = FakeKube()
+    api.fail_with["list_pods"] = refused("list pods")
+    clock = FakeClock()
+    followed = follow_pods(
+        api, namespace="ns", selector="s=1", chunk_seconds=10, deadline=10.0, clock=clock, sleep=clock.sleep
+    )
+    with pytest.raises(ApiUnavailableError, match="Connection refused"):
+        next(followed)
+    assert clock.now == 10.0  # pauses 1, 2, 4, then the 3 s left, and a last attempt at the deadline
+    assert [op for op, _ in api.calls].count("list_pods") == 5
+
+
+def test_a_stop_during_an_outage_ends_the_iteration_quietly() -> None:
+    api = FakeKube()
+    api.fail_with["list_pods"] = refused("list pods")
+    stop = threading.Event()
+    followed = follow_pods(
+        api, namespace="ns", selector="s=1", chunk_seconds=10, sleep=lambda _s: stop.set(), stop=stop
+    )
+    assert list(followed) == []
+
+
+def test_errors_no_retry_can_fix_are_raised_at_once() -> None:
+    api = FakeKube()
+    api.script(ForbiddenError(verb="watch", resource="pods", namespace="ns"))
+    sleeps: list[float] = []
+    followed = follow_pods(api, namespace="ns", selector="s=1", chunk_seconds=10, sleep=sleeps.append)
+    assert kinds([next(followed)]) == ["list@100"]
+    with pytest.raises(ForbiddenError, match="^missing RBAC: watch pods in namespace ns$"):
+        next(followed)
+    assert sleeps == []
+
+
+def test_closing_the_iteration_in_the_middle_of_a_watch_ends_it() -> None:
+    """The consumer stops at an event (it yields from inside a tenacity attempt): closing must neither retry
+    nor raise."""
+    api = FakeKube()
+    api.script(api.event("ADDED", make_pod("r-0")), api.event("ADDED", make_pod("r-1")))
+    followed = follow_pods(api, namespace="ns", selector="s=1", chunk_seconds=10, sleep=lambda _s: None)
+    assert kinds([next(followed), next(followed)]) == ["list@100", "ADDED r-0"]
+    followed.close()
+    assert [op for op, _ in api.calls] == ["list_pods", "watch_pods"]
+    assert api.watch_script.qsize() == 1

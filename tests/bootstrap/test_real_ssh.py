@@ -30,7 +30,7 @@ def client_key(data: dict[str, bytes], tmp_path: Path) -> paramiko.PKey:
     path = tmp_path / "id"
     path.write_bytes(data[keys.CLIENT_KEY])
     path.chmod(0o600)
-    return ssh.load_client_key(path)
+    return sshprobe.load_release_client_key(path)
 
 
 def probe_pods(
@@ -50,7 +50,7 @@ def probe_pods(
         port=sshd.port,
         user=sshd.user,
         client_key=client_key(client or secret_data, tmp_path),
-        pinned=pinned or keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+        pinned=pinned or keys.release_pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
         retired=retired,
         timeout=5,
         policy=FAST,
@@ -164,7 +164,7 @@ def rotated(data: dict[str, bytes]) -> tuple[keys.PublicKey, list[keys.PublicKey
     new = keys.build_secret_data(release="t", with_token=False)
     retired = keys.retired_host_keys(keys.retire_host_key(data).decode())
     assert [k.blob for k in retired] == [keys.parse_public_key(data[keys.HOST_PUB].decode(), what="old").blob]
-    return keys.pinned_host_key(new[keys.KNOWN_HOSTS].decode()), retired
+    return keys.release_pinned_host_key(new[keys.KNOWN_HOSTS].decode()), retired
 
 
 def test_probe_of_a_pod_serving_a_foreign_host_key_is_fatal_and_not_retried(
@@ -224,7 +224,7 @@ def test_probe_waits_for_a_pod_to_roll_onto_the_rotated_host_key(
         port=port,
         user=test_user.pw_name,
         client_key=client_key(secret_data, tmp_path),
-        pinned=keys.pinned_host_key(new[keys.KNOWN_HOSTS].decode()),
+        pinned=keys.release_pinned_host_key(new[keys.KNOWN_HOSTS].decode()),
         retired=keys.retired_host_keys(keys.retire_host_key(secret_data).decode()),
     )
     probe.wait_for_log("serves an older host key of this release")
@@ -264,7 +264,7 @@ def test_probe_retries_until_sshd_listens(
         port=port,
         user=test_user.pw_name,
         client_key=client_key(secret_data, tmp_path),
-        pinned=keys.pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
+        pinned=keys.release_pinned_host_key(secret_data[keys.KNOWN_HOSTS].decode()),
     )
     # start sshd only after the probe has failed at least once (connection refused)
     probe.wait_for_log("attempt 2/30")
@@ -434,7 +434,7 @@ def test_probe_of_an_sshd_limited_to_chacha20_names_the_values_keys(
 
 def test_probe_with_nothing_listening_is_transient() -> None:
     port = free_port()  # bound and released: nothing listens there now
-    with pytest.raises(ssh.TransientProbeError, match=f"pod r-0 \\(127.0.0.1\\): cannot connect to port {port}"):
+    with pytest.raises(sshprobe.TransientProbeError, match=f"pod r-0 \\(127.0.0.1\\): cannot connect to port {port}"):
         sshprobe.probe(
             "127.0.0.1",
             pod="r-0",
@@ -446,24 +446,24 @@ def test_probe_with_nothing_listening_is_transient() -> None:
         )
 
 
-def test_load_client_key_reads_the_keys_module_format_and_names_bad_files(tmp_path: Path) -> None:
+def test_load_release_client_key_reads_the_keys_module_format_and_names_bad_files(tmp_path: Path) -> None:
     pair = keys.generate_ed25519(comment="c")
     good = tmp_path / "id"
     good.write_bytes(pair.private_openssh)
-    key = ssh.load_client_key(good)
+    key = sshprobe.load_release_client_key(good)
     assert pair.public_openssh.startswith(f"{key.get_name()} {key.get_base64()}")
     bad = tmp_path / "bad"
     bad.write_bytes(b"-----BEGIN OPENSSH PRIVATE KEY-----\nnot base64\n-----END OPENSSH PRIVATE KEY-----\n")
     with pytest.raises(BootstrapError, match=f"cannot load the client key {bad}"):
-        ssh.load_client_key(bad)
+        sshprobe.load_release_client_key(bad)
     with pytest.raises(BootstrapError, match=f"cannot load the client key {tmp_path / 'missing'}"):
-        ssh.load_client_key(tmp_path / "missing")
+        sshprobe.load_release_client_key(tmp_path / "missing")
 
 
 def test_retired_host_keys_are_read_from_the_secret_when_a_rotation_wrote_them(
     secret_data: dict[str, bytes], tmp_path: Path
 ) -> None:
-    assert ssh.read_retired_host_keys(tmp_path) == []  # no rotation yet: the Secret has no such field
+    assert sshprobe.read_retired_host_keys(tmp_path) == []  # no rotation yet: the Secret has no such field
     (tmp_path / keys.RETIRED_HOST_KEYS).write_bytes(keys.retire_host_key(secret_data))
-    [retired] = ssh.read_retired_host_keys(tmp_path)
+    [retired] = sshprobe.read_retired_host_keys(tmp_path)
     assert retired == keys.parse_public_key(secret_data[keys.HOST_PUB].decode(), what="host")

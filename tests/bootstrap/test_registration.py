@@ -10,6 +10,7 @@ import threading
 import pytest
 from apiserver_double import MANAGED, SERVICES, SLICES, Answer, ApiServerDouble
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.kube.api import ForbiddenError
 from arkouda_bootstrap.slurm import registration
 from arkouda_bootstrap.slurm.registration import ServiceRegistration
 from conftest import free_port
@@ -70,7 +71,9 @@ def test_objects_not_made_by_us_are_never_touched(kind: str) -> None:
 
 
 def test_withdraw_logs_and_goes_on_when_a_delete_fails(caplog: pytest.LogCaptureFixture) -> None:
-    api = FakeKube(fail_with={"delete_endpoint_slice": BootstrapError("missing RBAC: delete endpointslices in ns")})
+    api = FakeKube(
+        fail_with={"delete_endpoint_slice": ForbiddenError(verb="delete", resource="endpointslices", namespace="ns")}
+    )
     r = reg(api)
     r.publish()
     r.withdraw()

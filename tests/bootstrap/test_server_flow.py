@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 from arkouda_bootstrap.cli import main as cli
-from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import PodCondition
+from arkouda_bootstrap.kube.api import ForbiddenError, PodCondition
 from arkouda_bootstrap.ssh import keys
 from arkouda_bootstrap.ssh.identity import find_nss_wrapper
 from conftest import LocaleSshd, free_port, start_locale, write_secret_dir
@@ -330,7 +329,7 @@ def test_server_fails_fast_on_a_broken_secret(shared_dir: Path, run_server: Serv
 
 
 def test_server_names_missing_rbac_in_an_event(run_server: ServerRun) -> None:
-    api = FakeKube(fail_with={"list_pods": BootstrapError("missing RBAC: list pods in namespace ns")})
+    api = FakeKube(fail_with={"list_pods": ForbiddenError(verb="list", resource="pods", namespace="ns")})
     code, log, events = run_server(api=api)
     assert code == 1, log
     assert "arkouda-bootstrap: error: missing RBAC: list pods in namespace ns" in log

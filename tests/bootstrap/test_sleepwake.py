@@ -12,7 +12,15 @@ from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.sleepwake import WAKE_ANNOTATION, Controller, Phase, StatefulSetMissingError
-from arkouda_bootstrap.kube.api import PodCondition, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.api import (
+    ApiUnavailableError,
+    ForbiddenError,
+    PodCondition,
+    PodEvent,
+    PodInfo,
+    PodList,
+    PodRef,
+)
 from arkouda_bootstrap.kube.events import EventRecorder
 from fakes import FakeClock, FakeKube, make_pod
 
@@ -329,20 +337,37 @@ def test_the_wake_annotation_wakes_a_sleeping_release_and_its_start_value_does_n
 def test_missing_rbac_for_the_scale_is_an_event_and_an_error() -> None:
     ctl, api, clock, _ = build()
     ctl.on_pods(listing(server_pod()))
-    api.fail_with["set_replicas"] = BootstrapError("missing RBAC: patch statefulsets/scale in namespace ns")
+    api.fail_with["set_replicas"] = ForbiddenError(verb="patch", resource="statefulsets/scale", namespace="ns")
     clock.advance(61)
     with pytest.raises(BootstrapError, match="missing RBAC: patch statefulsets/scale"):
         ctl.step()
     assert reasons(api) == ["RbacMissing"]
 
 
-def test_a_transient_api_error_is_retried_without_changing_phase() -> None:
+def test_another_refused_change_is_tried_again_after_a_fixed_pause() -> None:
     ctl, api, clock, _ = build()
     ctl.on_pods(listing(server_pod()))
-    api.fail_with["set_replicas"] = BootstrapError("patch statefulsets/scale in namespace ns failed: HTTP 500")
+    api.fail_with["set_replicas"] = BootstrapError("patch statefulsets/scale in namespace ns: not found")
     clock.advance(61)
-    assert ctl.step() == 5.0
+    assert [ctl.step(), ctl.step()] == [5.0, 5.0]
+    assert phase_of(ctl) is Phase.AWAKE
+
+
+def test_an_unreachable_api_is_retried_with_the_one_backoff_without_changing_phase(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ctl, api, clock, _ = build()
+    ctl.on_pods(listing(server_pod()))
+    api.fail_with["set_replicas"] = ApiUnavailableError("patch statefulsets/scale in namespace ns failed: HTTP 500")
+    clock.advance(61)
+    assert [ctl.step() for _ in range(7)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]  # kube.retry's pauses
     assert phase_of(ctl) is Phase.AWAKE
     del api.fail_with["set_replicas"]
     ctl.step()
+    assert phase_of(ctl) is Phase.DRAINING
+    assert "attempt 7 failed: patch statefulsets/scale in namespace ns failed: HTTP 500" in caplog.text
+    # a success ended that outage: the next one starts again from the first pause
+    api.fail_with["set_replicas"] = ApiUnavailableError("cannot reach the Kubernetes API to patch statefulsets/scale")
+    ctl.client_arrived(FakeClient(accepted_at=clock()))
+    assert ctl.step() == 1.0
     assert phase_of(ctl) is Phase.DRAINING

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import GoneError, PodCondition, PodInfo
+from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, GoneError, PodCondition, PodInfo
 from arkouda_bootstrap.server.supervise import LocaleMonitor, exit_status, lost_reason, run_supervised
 from fakes import FakeKube, make_pod
 
@@ -24,14 +24,12 @@ PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
 
 
-def monitored(*locales: PodInfo, chunk_seconds: int = 1, retry_delay: float = 5.0) -> tuple[FakeKube, LocaleMonitor]:
+def monitored(*locales: PodInfo, chunk_seconds: int = 1) -> tuple[FakeKube, LocaleMonitor]:
     """A blocking FakeKube that holds `locales`, and a LocaleMonitor tracking them."""
     api = FakeKube(block=True)
     for pod in locales:
         api.pods[pod.name] = pod
-    monitor = LocaleMonitor(
-        api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=chunk_seconds, retry_delay=retry_delay
-    )
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=locales, chunk_seconds=chunk_seconds)
     return api, monitor
 
 
@@ -56,7 +54,6 @@ def test_exit_code_propagates() -> None:
 
 
 def test_missing_command_is_one_line() -> None:
-    from arkouda_bootstrap.errors import BootstrapError
 
     with pytest.raises(BootstrapError, match="cannot start /nonexistent/prog"):
         run_supervised(["/nonexistent/prog"], env=os.environ)
@@ -223,8 +220,8 @@ def test_sigterm_during_startup_is_delivered_to_the_child(tmp_path: Path, monkey
 def test_monitor_survives_api_errors_without_killing_the_program() -> None:
     """An unreachable API is not a lost locale: the monitor retries and still catches the real loss later."""
     tracked = make_pod("r-0", ip="10.0.0.1")
-    api, monitor = monitored(tracked, retry_delay=0.1)
-    api.fail_with["list_pods"] = BootstrapError("cannot reach the Kubernetes API")
+    api, monitor = monitored(tracked)
+    api.fail_with["list_pods"] = ApiUnavailableError("cannot reach the Kubernetes API")
     lost: list[str] = []
     monitor.start(lost.append)
     try:
@@ -236,6 +233,17 @@ def test_monitor_survives_api_errors_without_killing_the_program() -> None:
     finally:
         monitor.stop()
     assert lost == ["locale pod r-0 was deleted"]
+
+
+def test_an_error_no_retry_fixes_ends_the_monitoring_not_the_program(caplog: pytest.LogCaptureFixture) -> None:
+    api, monitor = monitored(make_pod("r-0", ip="10.0.0.1"))
+    lost: list[str] = []
+    monitor.start(lost.append)
+    api.script(ForbiddenError(verb="watch", resource="pods", namespace="ns"))
+    wait_until(lambda: "locale monitor stopped" in caplog.text, 10)
+    monitor.stop()
+    assert lost == []
+    assert "locale monitor stopped: missing RBAC: watch pods in namespace ns" in caplog.text
 
 
 def test_a_launcher_that_exits_before_the_watch_sees_the_loss_still_counts_as_a_lost_locale(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ def rsa_pub() -> str:
 def lookup(tmp_path: Path, text: str, host: str, port: int = 22) -> str:
     known = tmp_path / "known_hosts"
     known.write_text(text)
-    return userkeys.pinned_host_key(host, port=port, known_hosts=known).line()
+    return userkeys.pinned_host_keys(host, port=port, known_hosts=known)[0].line()
 
 
 def test_plain_pattern_and_port_entries(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_hashed_entries(tmp_path: Path) -> None:
     known.write_text(f"gpu5 {a}\n")
     subprocess.run(["ssh-keygen", "-H", "-f", str(known)], check=True, capture_output=True)
     assert known.read_text().startswith("|1|")
-    assert userkeys.pinned_host_key("gpu5", port=22, known_hosts=known).line() == a
+    assert userkeys.pinned_host_keys("gpu5", port=22, known_hosts=known)[0].line() == a
 
 
 def test_a_revoked_key_is_not_pinned(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_what_is_not_a_pin_is_one_line(tmp_path: Path, text: str, message: str) 
     known = tmp_path / "known_hosts"
     known.write_text(text.format(ed=ed25519_pub(), rsa=rsa_pub()) + "\n")
     with pytest.raises(BootstrapError) as err:
-        userkeys.pinned_host_key("n1", port=22, known_hosts=known)
+        userkeys.pinned_host_keys("n1", port=22, known_hosts=known)
     assert message.format(known=known) in str(err.value)
     assert "\n" not in str(err.value)
 
@@ -99,7 +99,7 @@ def test_find_user_keys_prefers_ed25519_and_needs_known_hosts(tmp_path: Path) ->
 
 def test_client_keys_load_unless_protected(tmp_path: Path) -> None:
     write_key(tmp_path / "plain")
-    assert userkeys.load_client_key(tmp_path / "plain").get_name() == "ssh-ed25519"
+    assert userkeys.load_user_client_key(tmp_path / "plain").get_name() == "ssh-ed25519"
     write_key(tmp_path / "locked", password=b"secret")
     with pytest.raises(BootstrapError, match="is protected by a passphrase, which a batch job cannot enter"):
-        userkeys.load_client_key(tmp_path / "locked")
+        userkeys.load_user_client_key(tmp_path / "locked")

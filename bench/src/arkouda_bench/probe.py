@@ -15,6 +15,7 @@ from arkouda_bench.sshd import BenchSetupError, ClientKeys, SshServer
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.ssh import client as ssh
 from arkouda_bootstrap.ssh import keys
+from arkouda_bootstrap.ssh import probe as sshprobe
 
 PROBE = "probe (paramiko)"
 # Retries are part of what a probe costs when the one sshd sheds load, but a broken setup must fail fast.
@@ -28,8 +29,8 @@ def probe_hosts(client: ClientKeys, hosts: Sequence[str]) -> None:
             [ssh.Host(address=h, pod=f"host-{h}") for h in hosts],
             port=client.port,
             user=client.user,
-            client_key=ssh.load_client_key(client.identity),
-            pinned=keys.pinned_host_key(client.known_hosts.read_text(encoding="utf-8")),
+            client_key=sshprobe.load_release_client_key(client.identity),
+            pinned=keys.release_pinned_host_key(client.known_hosts.read_text(encoding="utf-8")),
             timeout=10.0,
             policy=POLICY,
         )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MARGIN_SECONDS = 10.0
 # A dead node sends no more pod changes, so the stuck pods are re-checked after every watch request at the latest.
 DEFAULT_CHUNK_SECONDS = 5
-RETRY_SECONDS = 5.0
 TAINT_MANAGER_REASON = "DeletionByTaintManager"
 
 
@@ -76,24 +75,19 @@ class Reaper:
         self._api = api
         self._settings = settings
         self._clock = clock
-        self._pods: dict[str, PodInfo] = {}
+        self._cache = PodCache(keep=self._ours)
         self._deleting_since: dict[str, float] = {}  # by uid: when this process first saw the deletion
         self._done: set[str] = set()  # uids already force-deleted (or found gone)
 
     def observe(self, item: PodList | PodEvent | ChunkEnded) -> None:
-        if isinstance(item, PodList):
-            self._pods = {p.name: p for p in item.pods if self._ours(p)}
-        elif isinstance(item, PodEvent) and item.pod is not None and self._ours(item.pod):
-            if item.type == "DELETED":
-                self._pods.pop(item.pod.name, None)
-            else:
-                self._pods[item.pod.name] = item.pod
+        self._cache.apply(item)
+        pods = self._cache.pods.values()
         now = self._clock()
-        live = {p.uid for p in self._pods.values()}
-        for pod in self._pods.values():
+        live = {p.uid for p in pods}
+        for pod in pods:
             if pod.deleting:
                 self._deleting_since.setdefault(pod.uid, now)
-        for uid in set(self._deleting_since) - {p.uid for p in self._pods.values() if p.deleting}:
+        for uid in set(self._deleting_since) - {p.uid for p in pods if p.deleting}:
             del self._deleting_since[uid]
         self._done &= live
 
@@ -104,7 +98,7 @@ class Reaper:
         """(pod, evidence, seconds since its deletion was seen) of every pod to force-delete now."""
         now = self._clock()
         found = []
-        for pod in self._pods.values():
+        for pod in self._cache.pods.values():
             if not pod.deleting or pod.uid in self._done:
                 continue
             evidence = node_lost_evidence(pod)
@@ -155,8 +149,9 @@ def run_nodewatch(
     stop: threading.Event | None = None,
     sleep: Callable[[float], object] | None = None,
 ) -> int:
-    """Follow the pods and reap stuck ones until `stop` is set (never, in the pod). API trouble is logged and
-    retried; only missing RBAC to list/watch pods ends it (one line, non-zero: the chart's Role is wrong)."""
+    """Follow the pods and reap stuck ones until `stop` is set (never, in the pod). An unreachable API is retried
+    for ever (kube.retry); an error no retry can fix, e.g. missing RBAC to list/watch pods, ends it (one line,
+    non-zero: the chart's Role is wrong)."""
     stop = stop or threading.Event()
     wait = sleep or stop.wait
     reaper = Reaper(api, settings, clock=clock)
@@ -166,25 +161,19 @@ def run_nodewatch(
         settings.selector,
         settings.margin_seconds,
     )
-    while not stop.is_set():
-        followed = follow_pods(
-            api,
-            namespace=settings.namespace,
-            selector=settings.selector,
-            chunk_seconds=settings.chunk_seconds,
-            clock=clock,
-            sleep=wait,
-        )
-        try:
-            with contextlib.closing(followed):
-                for item in followed:
-                    reaper.observe(item)
-                    reaper.reap_due()
-                    if stop.is_set():
-                        break
-        except BootstrapError as exc:
-            if "missing RBAC" in str(exc):
-                raise
-            log.warning("nodewatch: %s; retrying in %gs", exc, RETRY_SECONDS)
-            wait(RETRY_SECONDS)
+    followed = follow_pods(
+        api,
+        namespace=settings.namespace,
+        selector=settings.selector,
+        chunk_seconds=settings.chunk_seconds,
+        clock=clock,
+        sleep=wait,
+        stop=stop,
+    )
+    with contextlib.closing(followed):
+        for item in followed:
+            reaper.observe(item)
+            reaper.reap_due()
+            if stop.is_set():
+                break
     return 0

@@ -399,23 +399,16 @@ class Gate:
 
 
 def _watch(api: KubeApi, settings: GateSettings, loop: asyncio.AbstractEventLoop, gate: Gate) -> None:
-    """The release's pods into the controller; API errors are retried with a growing pause, RBAC is fatal."""
-    pause = 1.0
-    while True:
-        try:
-            for item in follow_pods(
-                api, namespace=settings.namespace, selector=settings.release_selector, chunk_seconds=WATCH_CHUNK_SECONDS
-            ):
-                if isinstance(item, PodList | PodEvent):
-                    loop.call_soon_threadsafe(gate.on_pods, item)
-                pause = 1.0
-        except BootstrapError as exc:
-            if str(exc).startswith("missing RBAC"):
-                loop.call_soon_threadsafe(gate.fatal, exc)
-                return
-            log.warning("pod watch: %s; again in %g s", exc, pause)
-            time.sleep(pause)
-            pause = min(30.0, pause * 2)
+    """The release's pods into the controller. An unreachable API is retried for ever (kube.retry); an error no
+    retry can fix (ForbiddenError: the Role is wrong) ends the gate with its one line."""
+    try:
+        for item in follow_pods(
+            api, namespace=settings.namespace, selector=settings.release_selector, chunk_seconds=WATCH_CHUNK_SECONDS
+        ):
+            if isinstance(item, PodList | PodEvent):
+                loop.call_soon_threadsafe(gate.on_pods, item)
+    except BootstrapError as exc:
+        loop.call_soon_threadsafe(gate.fatal, exc)
 
 
 def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float] = time.monotonic) -> int:

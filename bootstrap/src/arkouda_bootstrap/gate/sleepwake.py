@@ -19,15 +19,17 @@ from typing import Protocol
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
-from arkouda_bootstrap.kube.api import PodEvent, PodInfo, PodList, ScaleApi
+from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodEvent, PodInfo, PodList, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.podwatch import PodCache
+from arkouda_bootstrap.kube.retry import ApiRetry
 
 log = logging.getLogger(__name__)
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # Changing this annotation on the gate pod (any new value) wakes a sleeping release.
 WAKE_ANNOTATION = "arkouda-k8s.io/wake"
-# How often step() runs at most without news, and after a failed API call.
+# How often step() runs at most without news, and after a refused change.
 MAX_STEP_SECONDS = 30.0
 RETRY_SECONDS = 5.0
 # Container waiting reasons that only mean "still starting".
@@ -61,23 +63,12 @@ class ReleaseView:
     """The release's pods as the watch reports them."""
 
     own_pod: str
-    pods: dict[str, PodInfo] = field(default_factory=dict)
-    listed: bool = False
-
-    def apply(self, item: PodList | PodEvent) -> None:
-        if isinstance(item, PodList):
-            self.pods = {p.name: p for p in item.pods}
-            self.listed = True
-        elif item.pod is not None:
-            if item.type == "DELETED":
-                self.pods.pop(item.pod.name, None)
-            else:
-                self.pods[item.pod.name] = item.pod
+    cache: PodCache = field(default_factory=PodCache)
 
     def workload(self) -> list[PodInfo]:
         """Server and locale pods (terminating ones included: their node is not free yet)."""
         return sorted(
-            (p for p in self.pods.values() if p.labels.get(COMPONENT_LABEL) in ("server", "locale")),
+            (p for p in self.cache.pods.values() if p.labels.get(COMPONENT_LABEL) in ("server", "locale")),
             key=lambda p: (p.labels.get(COMPONENT_LABEL) != "server", p.name),
         )
 
@@ -88,7 +79,7 @@ class ReleaseView:
         return None
 
     def wake_annotation(self) -> str | None:
-        own = self.pods.get(self.own_pod)
+        own = self.cache.pods.get(self.own_pod)
         return None if own is None else own.annotations.get(WAKE_ANNOTATION)
 
     def not_ready_reason(self) -> str:
@@ -140,6 +131,7 @@ class Controller:
         self._wake_deadline = 0.0
         self._backoff_until = 0.0
         self._failures = 0
+        self._api_retry = ApiRetry("scaling the release", clock=clock)
         # transitions since start (the gate's /metrics)
         self.sleeps = 0
         self.wakes = 0
@@ -180,7 +172,7 @@ class Controller:
     def on_pods(self, item: PodList | PodEvent) -> None:
         server = self.view.server()
         was_ready = server is not None and server.ready
-        self.view.apply(item)
+        self.view.cache.apply(item)
         server = self.view.server()
         if server is not None and server.ready and not was_ready:
             self._traffic.touch()  # the idle time counts from Ready (a start, a relaunch, a wake)
@@ -214,17 +206,23 @@ class Controller:
     # -- transitions -----------------------------------------------------------------------------------------
 
     def step(self) -> float:
-        """Make the due transitions; return the seconds until the next one may be due."""
+        """Make the due transitions; return the seconds until the next one may be due. An unreachable API is
+        retried per kube.retry, another refused change (e.g. a StatefulSet being replaced) every RETRY_SECONDS;
+        ForbiddenError (the Role is wrong) ends the gate."""
         try:
-            return min(MAX_STEP_SECONDS, self._step(self._clock()))
+            wait = min(MAX_STEP_SECONDS, self._step(self._clock()))
         except StatefulSetMissingError:
             raise
+        except ForbiddenError as exc:
+            self._events.emit(Reason.RBAC_MISSING, str(exc))
+            raise
+        except ApiUnavailableError as exc:
+            return self._api_retry.pause_after(exc)
         except BootstrapError as exc:
-            if str(exc).startswith("missing RBAC"):
-                self._events.emit(Reason.RBAC_MISSING, str(exc))
-                raise
             log.warning("%s; trying again in %g s", exc, RETRY_SECONDS)
             return RETRY_SECONDS
+        self._api_retry.request_succeeded()
+        return wait
 
     def _step(self, now: float) -> float:
         if self.phase is Phase.WAKING:
@@ -241,7 +239,7 @@ class Controller:
                 return self._expire_held(now, self._wake_deadline - now)
         if self.phase is Phase.AWAKE:
             return self._awake(now)
-        if self.phase is Phase.DRAINING and self.view.listed and not self.view.workload():
+        if self.phase is Phase.DRAINING and self.view.cache.listed and not self.view.workload():
             self.phase = Phase.ASLEEP
             self._events.emit(
                 Reason.ASLEEP,

@@ -33,6 +33,22 @@ class ConflictError(BootstrapError):
     """HTTP 409: the object already exists (e.g. two keygen Jobs racing)."""
 
 
+class ForbiddenError(BootstrapError):
+    """HTTP 403: our service account may not do this. The message names the missing RBAC permission, so the
+    user can fix the Role; callers tell it from other API errors by this type (it is never worth retrying)."""
+
+    def __init__(self, *, verb: str, resource: str, namespace: str) -> None:
+        super().__init__(f"missing RBAC: {verb} {resource} in namespace {namespace}")
+        self.verb = verb
+        self.resource = resource
+        self.namespace = namespace
+
+
+class ApiUnavailableError(BootstrapError):
+    """The API server could not answer: the connection was refused or broke, a request timed out, or it answered
+    HTTP 5xx or 429 (overloaded). Worth trying again (kube.retry); every other API error is not."""
+
+
 class GoneError(Exception):
     """The watch's resourceVersion is too old (HTTP 410 Gone): the caller must list again."""
 
@@ -122,7 +138,25 @@ class PodRef:
     api_version: str = "v1"
 
 
-class KubeApi(Protocol):
+class ReplicaSetter(Protocol):
+    """The one way the bootstrap scales a StatefulSet: its `scale` subresource only (the Roles name the
+    StatefulSets and grant nothing else on them). `server --scale-down-when-done` and the idle gate use it."""
+
+    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None:
+        """spec.replicas, as a JSON patch of the scale subresource (RBAC: patch statefulsets/scale)."""
+        ...
+
+
+class ScaleApi(ReplicaSetter, Protocol):
+    """What the idle gate needs: the replica count of two StatefulSets, read and set through their `scale`
+    subresource."""
+
+    def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
+        """spec.replicas; None when the StatefulSet does not exist."""
+        ...
+
+
+class KubeApi(ReplicaSetter, Protocol):
     """The operations the bootstrap performs against the API server (namespaced, least privilege)."""
 
     def list_pods(self, *, namespace: str, selector: str) -> PodList: ...
@@ -168,10 +202,6 @@ class KubeApi(Protocol):
         """Delete; False when it did not exist."""
         ...
 
-    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
-        """Set the replicas of a StatefulSet through its scale subresource (RBAC: update statefulsets/scale)."""
-        ...
-
 
 class ServiceApi(Protocol):
     """What publishing a server outside the cluster needs (`server --register-service`): one Service without a
@@ -196,17 +226,6 @@ class ServiceApi(Protocol):
     def delete_endpoint_slice(self, *, namespace: str, name: str) -> bool:
         """Delete; False when it did not exist."""
         ...
-
-
-class ScaleApi(Protocol):
-    """What the idle gate needs: the replica count of two StatefulSets, through their `scale` subresource only
-    (its Role names them and grants nothing else on StatefulSets)."""
-
-    def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
-        """spec.replicas; None when the StatefulSet does not exist."""
-        ...
-
-    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None: ...
 
 
 def resolve_namespace(explicit: str | None, *, namespace_file: Path = SERVICEACCOUNT_NAMESPACE_FILE) -> str:
@@ -378,7 +397,7 @@ class KubernetesApi:
         return self._discovery
 
     def _apps_api(self) -> Any:
-        """AppsV1Api, built on first use: only the idle gate needs it."""
+        """AppsV1Api, built on first use: only the idle gate and `server --scale-down-when-done` need it."""
         if self._apps is None:
             from kubernetes.client import AppsV1Api
 
@@ -435,11 +454,11 @@ class KubernetesApi:
                 return None
             raise translate_api_error(exc, verb=verb, resource=resource, namespace=namespace) from None
         except HTTPError as exc:
-            raise BootstrapError(f"cannot reach the Kubernetes API to {op}: {exc}") from None
+            raise ApiUnavailableError(f"cannot reach the Kubernetes API to {op}: {exc}") from None
         try:
             data = response.data
         except HTTPError as exc:
-            raise BootstrapError(f"{op}: the connection broke while reading the answer: {exc}") from None
+            raise ApiUnavailableError(f"{op}: the connection broke while reading the answer: {exc}") from None
         finally:
             response.release_conn()
         try:
@@ -485,7 +504,7 @@ class KubernetesApi:
                 raise GoneError(_s(exc.reason) or "410 Gone") from None
             raise translate_api_error(exc, verb="watch", resource="pods", namespace=namespace) from None
         except MaxRetryError as exc:
-            raise BootstrapError(f"cannot reach the Kubernetes API to watch pods: {exc.reason or exc}") from None
+            raise ApiUnavailableError(f"cannot reach the Kubernetes API to watch pods: {exc.reason or exc}") from None
         except HTTPError as exc:
             # a read timeout or reset ends this watch chunk; the caller re-watches from its last version
             log.debug("watch connection ended: %s", exc)
@@ -549,20 +568,6 @@ class KubernetesApi:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
 
-    # -- statefulsets ------------------------------------------------------------------------------------------
-
-    def scale_statefulset(self, *, namespace: str, name: str, replicas: int) -> None:
-        from kubernetes.client import AppsV1Api
-
-        body = {
-            "apiVersion": "autoscaling/v1",
-            "kind": "Scale",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": replicas},
-        }
-        call = AppsV1Api(self._client).replace_namespaced_stateful_set_scale
-        self._call("update statefulsets/scale", namespace, call, name, namespace, body)
-
     # -- services and endpointslices (server --register-service) ------------------------------------------
 
     def create_service(self, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -597,7 +602,7 @@ class KubernetesApi:
         call = self._discovery_api().delete_namespaced_endpoint_slice
         return self._call("delete endpointslices", namespace, call, name, namespace, missing_ok=True) is not None
 
-    # -- statefulsets/scale (the idle gate) ----------------------------------------------------------------
+    # -- statefulsets/scale (the idle gate, server --scale-down-when-done) ----------------------------------
 
     def get_replicas(self, *, namespace: str, statefulset: str) -> int | None:
         call = self._apps_api().read_namespaced_stateful_set_scale
@@ -657,7 +662,7 @@ def translate_api_error(exc: Any, *, verb: str, resource: str, namespace: str) -
     """Map an API error (the client's ApiException: `status` and `reason`) to one actionable line."""
     status = getattr(exc, "status", None)
     if status == 403:
-        return BootstrapError(f"missing RBAC: {verb} {resource} in namespace {namespace}")
+        return ForbiddenError(verb=verb, resource=resource, namespace=namespace)
     if status == 401:
         return BootstrapError(f"unauthorized: the API server rejected our credentials ({verb} {resource})")
     if status == 404:
@@ -667,9 +672,10 @@ def translate_api_error(exc: Any, *, verb: str, resource: str, namespace: str) -
     if status == 422:
         # the API server refused the object itself; its Status message names the field and why
         return BootstrapError(f"{verb} {resource} in namespace {namespace}: refused: {_status_message(exc)}")
-    return BootstrapError(
-        f"{verb} {resource} in namespace {namespace} failed: HTTP {status} {getattr(exc, 'reason', '')}".rstrip()
-    )
+    failed = f"{verb} {resource} in namespace {namespace} failed: HTTP {status} {getattr(exc, 'reason', '')}".rstrip()
+    if isinstance(status, int) and (status >= 500 or status == 429):
+        return ApiUnavailableError(failed)
+    return BootstrapError(failed)
 
 
 def _status_message(exc: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from enum import StrEnum
 
 from arkouda_bootstrap.errors import BootstrapError
@@ -90,11 +90,11 @@ class EventRecorder:
             log.warning("could not emit event %s on pod %s: %s", reason.value, self._pod.name, exc)
 
     @contextlib.contextmanager
-    def on_error(self, reason: Reason, *, when: Callable[[BootstrapError], bool] = lambda _exc: True) -> Iterator[None]:
-        """Emit `reason` with the error's one line when the block refuses with a BootstrapError, then re-raise."""
+    def on_error(self, reason: Reason, *, of: type[BootstrapError] = BootstrapError) -> Iterator[None]:
+        """Emit `reason` with the error's one line when the block refuses with a BootstrapError of type `of`, then
+        re-raise."""
         try:
             yield
-        except BootstrapError as exc:
-            if when(exc):
-                self.emit(reason, str(exc))
+        except of as exc:
+            self.emit(reason, str(exc))
             raise

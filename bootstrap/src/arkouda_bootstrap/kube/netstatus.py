@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import BootstrapError, UsageError
-from arkouda_bootstrap.kube.api import KubeApi, PodInfo, PodList
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.api import KubeApi, PodInfo
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +202,7 @@ def own_address(
         log.info("%s; waiting up to %gs for it", exc, grace)
     deadline = clock() + grace
     labels = {POD_NAME_LABEL: pod_name} if own.labels.get(POD_NAME_LABEL) == pod_name else own.labels
+    cache = PodCache(keep=lambda pod: pod.name == pod_name)
     with contextlib.closing(
         follow_pods(
             api,
@@ -214,14 +215,11 @@ def own_address(
         )
     ) as followed:
         for item in followed:
-            if isinstance(item, ChunkEnded):
+            cache.apply(item)
+            if isinstance(item, ChunkEnded) or (pod := cache.pods.get(pod_name)) is None:
                 continue
-            pods = item.pods if isinstance(item, PodList) else (item.pod,) if item.pod is not None else ()
-            for pod in pods:
-                if pod.name != pod_name:
-                    continue
-                try:
-                    return secondary_address(pod, attachment)
-                except NetworkStatusMissingError as exc:
-                    last = exc
+            try:
+                return secondary_address(pod, attachment)
+            except NetworkStatusMissingError as exc:
+                last = exc
     raise NetworkStatusError(f"{last} (waited {grace:g}s)")

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
-from arkouda_bootstrap.kube.api import EventInfo, KubeApi, PodInfo, PodList
+from arkouda_bootstrap.kube.api import ApiUnavailableError, EventInfo, KubeApi, PodInfo, PodList
 from arkouda_bootstrap.kube.netstatus import Addresses
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ def wait_for_locales(
 
     `on_ready` is called once per pod name and IP as soon as that locale is seen Ready (the server starts its
     ssh probe there, while the others are still coming up). Raises WaitTimeoutError (with the last progress
-    line) when `timeout` seconds pass first.
+    line) when `timeout` seconds pass first; an unreachable API is retried until then (kube.retry).
 
     With `addresses` (a secondary network) a locale counts as Ready once its address there is known; a Ready
     locale still without it after the grace of `addresses` raises its NetworkStatusError (checked at every watch
@@ -255,47 +255,45 @@ def wait_for_locales(
             say(evaluate(pods, expected=expected, events_for=events_for, addresses=addresses)[0].line)
         return None
 
-    pods: dict[str, PodInfo] = {}
-    with contextlib.closing(
-        follow_pods(
-            api,
-            namespace=namespace,
-            selector=selector,
-            chunk_seconds=chunk_seconds,
-            deadline=deadline,
-            clock=clock,
-            sleep=sleep,
-        )
-    ) as followed:
-        for item in followed:
-            if isinstance(item, PodList):
-                pods = {p.name: p for p in item.pods}
-                ready.clear()
-                if addresses is not None:
-                    addresses.retain(pods)
-                for name, pod in pods.items():
-                    track(name, pod)
-                force = True
-            elif isinstance(item, ChunkEnded):
-                # show what changed since the last line; reasons may have changed in Events without a pod change
-                events_cache.clear()
-                force = True
-            elif item.pod is not None:  # always: follow_pods yields pod changes only
-                name = item.pod.name
-                if item.type == "DELETED":
-                    pods.pop(name, None)
-                    track(name, None)
+    cache = PodCache()
+    try:
+        with contextlib.closing(
+            follow_pods(
+                api,
+                namespace=namespace,
+                selector=selector,
+                chunk_seconds=chunk_seconds,
+                deadline=deadline,
+                clock=clock,
+                sleep=sleep,
+            )
+        ) as followed:
+            for item in followed:
+                cache.apply(item)
+                if isinstance(item, PodList):
+                    ready.clear()
+                    if addresses is not None:
+                        addresses.retain(cache.pods)
+                    for name, pod in cache.pods.items():
+                        track(name, pod)
+                    force = True
+                elif isinstance(item, ChunkEnded):
+                    # show what changed since the last line; Events may give other reasons without a pod change
+                    events_cache.clear()
+                    force = True
+                elif item.pod is not None:  # always: follow_pods yields pod changes only
+                    track(item.pod.name, cache.pods.get(item.pod.name))
+                    force = False
                 else:
-                    pods[name] = item.pod
-                    track(name, item.pod)
-                force = False
-            else:
-                continue
-            if (result := check(pods, force=force)) is not None:
-                return result
-            if addresses is not None:
-                addresses.check()
-            if clock() >= deadline:
-                break
-    check(pods, force=True)
+                    continue
+                if (result := check(cache.pods, force=force)) is not None:
+                    return result
+                if addresses is not None:
+                    addresses.check()
+                if clock() >= deadline:
+                    break
+    except ApiUnavailableError as exc:  # follow_pods retried it until the deadline
+        shown = f"; last: {last_line}" if last_line else ""
+        raise WaitTimeoutError(f"timed out after {timeout:g}s: {exc}{shown}") from None
+    check(cache.pods, force=True)
     raise WaitTimeoutError(f"timed out after {timeout:g}s: {last_line}")

@@ -116,7 +116,7 @@ def run_once(
 def release_locales(api: KubeApi, *, namespace: str, statefulset: str) -> str | None:
     """Scale the locale StatefulSet to 0; the error's one line when that fails (the run's outcome still stands)."""
     try:
-        api.scale_statefulset(namespace=namespace, name=statefulset, replicas=0)
+        api.set_replicas(namespace=namespace, statefulset=statefulset, replicas=0)
     except BootstrapError as exc:
         return f"could not scale StatefulSet {statefulset} to 0, its locale pods are still there: {exc}"
     return None

@@ -20,11 +20,12 @@ from arkouda_bootstrap import config
 from arkouda_bootstrap.config import Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.kube import netstatus
-from arkouda_bootstrap.kube.api import KubeApi, PodInfo, PodRef
+from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodInfo, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.server import discovery, launch, workdir
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
+from arkouda_bootstrap.ssh import probe as sshprobe
 from arkouda_bootstrap.ssh import secretwatch
 from arkouda_bootstrap.ssh.identity import Identity, ensure_identity
 
@@ -75,7 +76,7 @@ def prepare_server(
         probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts), keys_deadline=started + settings.timeout
     )
 
-    def pending(host: ssh.Host, exc: ssh.KeysPendingError) -> None:
+    def pending(host: ssh.Host, exc: sshprobe.KeysPendingError) -> None:
         recorder.emit(Reason.KEYS_PENDING, f"{exc}; waiting for it until the wait deadline ({settings.timeout:g}s)")
 
     probe = functools.partial(
@@ -97,7 +98,7 @@ def prepare_server(
     own_ip = settings.pod_ip
     if settings.network_attachment:
         addresses = netstatus.Addresses(netstatus.Attachment.parse(settings.network_attachment))
-        with recorder.on_error(Reason.SECONDARY_NETWORK_MISSING, when=_network_error):
+        with recorder.on_error(Reason.SECONDARY_NETWORK_MISSING, of=netstatus.NetworkStatusError):
             own_ip = netstatus.own_address(
                 api, namespace=settings.namespace, pod_name=settings.pod_name, attachment=addresses.attachment
             )
@@ -109,8 +110,8 @@ def prepare_server(
         prober.submit(own)
         try:
             with (
-                recorder.on_error(Reason.RBAC_MISSING, when=lambda exc: "missing RBAC" in str(exc)),
-                recorder.on_error(Reason.SECONDARY_NETWORK_MISSING, when=_network_error),
+                recorder.on_error(Reason.RBAC_MISSING, of=ForbiddenError),
+                recorder.on_error(Reason.SECONDARY_NETWORK_MISSING, of=netstatus.NetworkStatusError),
             ):
                 locales = discovery.wait_for_locales(
                     api,
@@ -171,10 +172,6 @@ def prepare_server(
 
 def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.Host:
     return ssh.Host(address=addresses.address(pod) if addresses else pod.pod_ip or "", pod=pod.name)
-
-
-def _network_error(exc: BootstrapError) -> bool:
-    return isinstance(exc, netstatus.NetworkStatusError)
 
 
 def _own_uid(api: KubeApi, settings: ServerSettings) -> str:

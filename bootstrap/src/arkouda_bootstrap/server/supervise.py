@@ -16,7 +16,7 @@ from types import FrameType
 
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList
-from arkouda_bootstrap.kube.podwatch import ChunkEnded, follow_pods
+from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 from arkouda_bootstrap.server.discovery import pod_reason
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,8 @@ def lost_reason(tracked: PodInfo, event_type: str, pod: PodInfo | None) -> str |
 
 class LocaleMonitor:
     """Follows the locale pods (podwatch.follow_pods) in a daemon thread and calls `on_lost(reason)` once when a
-    tracked locale breaks."""
+    tracked locale breaks. An unreachable API is retried for as long as the program runs (kube.retry); an error no
+    retry can fix (e.g. the Role lost `watch pods`) ends the monitoring, never the program."""
 
     def __init__(
         self,
@@ -59,14 +60,12 @@ class LocaleMonitor:
         selector: str,
         locales: Sequence[PodInfo],
         chunk_seconds: int = 30,
-        retry_delay: float = 5.0,
     ) -> None:
         self._api = api
         self._namespace = namespace
         self._selector = selector
         self._tracked = {p.name: p for p in locales}
         self._chunk = chunk_seconds
-        self._retry_delay = retry_delay
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -77,37 +76,37 @@ class LocaleMonitor:
     def stop(self) -> None:
         self._stop.set()
 
-    def _check(self, item: PodList | PodEvent | ChunkEnded) -> str | None:
-        """Why the cluster is broken after this list or change, or None."""
+    def _check(self, cache: PodCache, item: PodList | PodEvent | ChunkEnded) -> str | None:
+        """Why the cluster is broken after this list or change (already applied to `cache`), or None."""
         if isinstance(item, PodList):
-            current = {p.name: p for p in item.pods}
             for name, tracked in self._tracked.items():
-                if (reason := lost_reason(tracked, "LISTED", current.get(name))) is not None:
+                if (reason := lost_reason(tracked, "LISTED", cache.pods.get(name))) is not None:
                     return reason
         elif isinstance(item, PodEvent) and item.pod is not None and item.pod.name in self._tracked:
-            return lost_reason(self._tracked[item.pod.name], item.type, item.pod)
+            return lost_reason(self._tracked[item.pod.name], item.type, cache.pods.get(item.pod.name))
         return None
 
     def _run(self, on_lost: Callable[[str], None]) -> None:
-        while not self._stop.is_set():
-            followed = follow_pods(
-                self._api,
-                namespace=self._namespace,
-                selector=self._selector,
-                chunk_seconds=self._chunk,
-                sleep=self._stop.wait,
-            )
-            try:
-                with contextlib.closing(followed):
-                    for item in followed:
-                        if self._stop.is_set():
-                            return
-                        if (reason := self._check(item)) is not None:
-                            on_lost(reason)
-                            return
-            except BootstrapError as exc:  # API trouble is not a lost locale: keep the program running
-                log.warning("locale monitor: %s; retrying in %gs", exc, self._retry_delay)
-                self._stop.wait(self._retry_delay)
+        followed = follow_pods(
+            self._api,
+            namespace=self._namespace,
+            selector=self._selector,
+            chunk_seconds=self._chunk,
+            sleep=self._stop.wait,
+            stop=self._stop,
+        )
+        cache = PodCache(keep=lambda pod: pod.name in self._tracked)
+        try:
+            with contextlib.closing(followed):
+                for item in followed:
+                    if self._stop.is_set():
+                        return
+                    cache.apply(item)
+                    if (reason := self._check(cache, item)) is not None:
+                        on_lost(reason)
+                        return
+        except BootstrapError as exc:  # not a lost locale: the program keeps running, unwatched
+            log.error("locale monitor stopped: %s; a lost locale will not end the program", exc)
 
 
 @dataclass(frozen=True)

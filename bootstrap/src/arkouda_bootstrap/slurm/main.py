@@ -121,7 +121,7 @@ def prepare_slurm(
     settings.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     ident = ensure_identity(state_dir=settings.state_dir)
     keys = userkeys.find_user_keys(ssh_dir=source.ssh_dir, known_hosts=source.known_hosts)
-    client_key = userkeys.load_client_key(keys.client_key_path)
+    client_key = userkeys.load_user_client_key(keys.client_key_path)
     hosts = [ssh.Host(address=n, pod=n) for n in nodes]
     probe = functools.partial(
         _slurm_probe,

@@ -53,8 +53,8 @@ def find_user_keys(*, ssh_dir: Path, known_hosts: Path | None) -> UserKeys:
     return UserKeys(client_key_path=client, known_hosts=pinned)
 
 
-def load_client_key(path: Path) -> paramiko.PKey:
-    """The unencrypted private key (ed25519 or RSA) for the probe."""
+def load_user_client_key(path: Path) -> paramiko.PKey:
+    """The user's own client key (--ssh-dir) for the probe: unencrypted, ed25519 or RSA."""
     import paramiko
 
     try:
@@ -73,11 +73,6 @@ def load_client_key(path: Path) -> paramiko.PKey:
 def known_hosts_name(host: str, port: int) -> str:
     """How OpenSSH names a host in known_hosts: bare on port 22, `[host]:port` otherwise."""
     return host if port == 22 else f"[{host}]:{port}"
-
-
-def pinned_host_key(host: str, *, port: int, known_hosts: Path, ssh_keygen: str | None = None) -> PublicKey:
-    """The first ssh-ed25519 key `known_hosts` pins for `host`."""
-    return pinned_host_keys(host, port=port, known_hosts=known_hosts, ssh_keygen=ssh_keygen)[0]
 
 
 def pinned_host_keys(host: str, *, port: int, known_hosts: Path, ssh_keygen: str | None = None) -> list[PublicKey]:

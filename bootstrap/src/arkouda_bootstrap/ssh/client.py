@@ -159,20 +159,7 @@ def write_client_files(
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the probe (each attempt: sshprobe, on paramiko)
-
-ProbeError = sshprobe.ProbeError
-TransientProbeError = sshprobe.TransientProbeError
-KeysPendingError = sshprobe.KeysPendingError
-RetiredHostKeyError = sshprobe.RetiredHostKeyError
-OtherSecretHostKeyError = sshprobe.OtherSecretHostKeyError
-ProbeKeys = sshprobe.ProbeKeys
-HostKeyMismatchError = sshprobe.HostKeyMismatchError
-AuthenticationFailedError = sshprobe.AuthenticationFailedError
-CommandFailedError = sshprobe.CommandFailedError
-IncompatibleAlgorithmsError = sshprobe.IncompatibleAlgorithmsError
-load_client_key = sshprobe.load_client_key
-read_retired_host_keys = sshprobe.read_retired_host_keys
+# the probe (each attempt: sshprobe, on paramiko, whose errors and keys callers import from ssh.probe)
 
 
 @dataclass(frozen=True)
@@ -196,7 +183,7 @@ def probe_host(
     keys: Callable[[], sshprobe.ProbeKeys],
     timeout: float,
     policy: RetryPolicy,
-    on_pending: Callable[[Host, KeysPendingError], None] | None = None,
+    on_pending: Callable[[Host, sshprobe.KeysPendingError], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     end_leftovers: str | None = None,
     on_leftovers: Callable[[Host, int], None] | None = None,
@@ -229,13 +216,13 @@ def probe_host(
         if outcome is None or not outcome.failed:
             return
         exc = outcome.exception()
-        if isinstance(exc, KeysPendingError) and policy.keys_deadline is not None:
+        if isinstance(exc, sshprobe.KeysPendingError) and policy.keys_deadline is not None:
             if not pending_seen and on_pending is not None:
                 on_pending(host, exc)
             pending_seen = True
         else:
             counted += 1
-        if isinstance(exc, ProbeError):  # names the pod and address itself
+        if isinstance(exc, sshprobe.ProbeError):  # names the pod and address itself
             log.info("probe: %s", exc)
         else:
             log.info("probe %s (%s): %s: %s", host.address, host.pod, type(exc).__name__, exc)
@@ -243,7 +230,7 @@ def probe_host(
     def stop(state: RetryCallState) -> bool:
         outcome = state.outcome
         exc = outcome.exception() if outcome is not None and outcome.failed else None
-        if isinstance(exc, KeysPendingError) and policy.keys_deadline is not None:
+        if isinstance(exc, sshprobe.KeysPendingError) and policy.keys_deadline is not None:
             return clock() >= policy.keys_deadline
         return counted >= policy.attempts
 
@@ -269,7 +256,7 @@ def probe_host(
     retrying = Retrying(
         stop=stop,
         wait=wait_exponential(multiplier=policy.initial_delay, max=policy.max_delay),
-        retry=retry_if_exception_type(TransientProbeError),
+        retry=retry_if_exception_type(sshprobe.TransientProbeError),
         before=before,
         after=after,
         reraise=True,
@@ -329,7 +316,7 @@ class IncrementalProbe:
         if failures:
             host, exc = failures[0]
             more = f" (+{len(failures) - 1} more hosts failed)" if len(failures) > 1 else ""
-            if isinstance(exc, ProbeError):  # names the pod and address itself
+            if isinstance(exc, sshprobe.ProbeError):  # names the pod and address itself
                 raise BootstrapError(f"ssh probe failed: {exc}{more}")
             raise BootstrapError(
                 f"ssh probe of {host.address} (pod {host.pod}) failed: {type(exc).__name__}: {exc}{more}"
@@ -368,7 +355,7 @@ def probe_all(
     order)."""
     if not hosts:
         return
-    fixed = ProbeKeys(client_key=client_key, pinned=pinned, retired=tuple(retired), release_id=release_id)
+    fixed = sshprobe.ProbeKeys(client_key=client_key, pinned=pinned, retired=tuple(retired), release_id=release_id)
     with IncrementalProbe(
         functools.partial(
             probe,

@@ -186,8 +186,8 @@ def _blob_key_type(blob: bytes) -> str:
     return blob[4 : 4 + n].decode("ascii", errors="replace")
 
 
-def pinned_host_key(known_hosts: str) -> PublicKey:
-    """The key of the `* ssh-ed25519 …` line (the shared pinned host key)."""
+def release_pinned_host_key(known_hosts: str) -> PublicKey:
+    """The key of the `* ssh-ed25519 …` line of the release's known_hosts (one host key pinned for every host)."""
     for raw in known_hosts.splitlines():
         fields = raw.split()
         if not fields or fields[0].startswith("#"):
@@ -255,7 +255,7 @@ def validate_secret_data(data: Mapping[str, bytes], *, source: str, require_toke
     if client.blob not in authorized:
         raise fail(AUTHORIZED_KEYS, f"does not authorize the key in {CLIENT_KEY}")
     try:
-        pinned = pinned_host_key(text(KNOWN_HOSTS))
+        pinned = release_pinned_host_key(text(KNOWN_HOSTS))
     except ValueError as exc:
         raise fail(KNOWN_HOSTS, str(exc)) from None
     if pinned.blob != host.blob:

@@ -378,8 +378,9 @@ def read_retired_host_keys(secret_dir: Path) -> list[PublicKey]:
     return retired_host_keys(text)
 
 
-def load_client_key(path: Path) -> paramiko.PKey:
-    """The ed25519 client key from an unencrypted OpenSSH private key file."""
+def load_release_client_key(path: Path) -> paramiko.PKey:
+    """The release's ed25519 client key (keygen's, mounted from its Secret) from an unencrypted OpenSSH private
+    key file."""
     import paramiko
 
     _quiet_paramiko()

@@ -94,8 +94,8 @@ class MountedKeys:
         from arkouda_bootstrap.ssh import probe as sshprobe
 
         return sshprobe.ProbeKeys(
-            client_key=sshprobe.load_client_key(self.paths.client_key),
-            pinned=keys.pinned_host_key(self.paths.known_hosts.read_text(encoding="utf-8")),
+            client_key=sshprobe.load_release_client_key(self.paths.client_key),
+            pinned=keys.release_pinned_host_key(self.paths.known_hosts.read_text(encoding="utf-8")),
             retired=tuple(sshprobe.read_retired_host_keys(self.paths.directory)),
             release_id=self.paths.release_id,
         )
