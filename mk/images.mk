@@ -39,7 +39,7 @@ images-arkouda: images-runtime ## Build $(IMAGE_PREFIX)/arkouda:$(IMAGE_TAG) (st
 	@$(IMAGES_SH) build arkouda
 
 # The real Arkouda server instead of the stand-in, under the same image name: Chapel, Arkouda and Arrow are
-# downloaded and compiled (network access; hours and well over 10 GB of memory, see docker/README.md). Pins
+# downloaded and compiled (network access; time and memory in docker/README.md). Pins
 # from hack/versions.env (override e.g. CHAPEL_URL=<mirror>); ARKOUDA_MAKE_JOBS (default 4) sets make -j;
 # ARKOUDA_CONFIG_FILE=<file in Arkouda's source> builds a trimmed module list, a faster smoke build only.
 images-arkouda-full: images-runtime ## Build $(IMAGE_PREFIX)/arkouda:$(IMAGE_TAG) with the REAL Arkouda server + its archive (network; hours)
