@@ -11,7 +11,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from conftest import REPO, versions
+from conftest import REPO, image_name, versions
 
 import oci
 
@@ -252,3 +252,22 @@ def test_runtime_packages_in_the_image_lists_the_launchers_packages(arkouda_root
     res = run_in(arkouda_rootfs, "runtime-packages.sh", "/opt/gasnet/bin/amudprun")
     assert res.returncode == 0, res.stderr
     assert {"libc6", "libstdc++6", "libgcc-s1"} <= set(res.stdout.split())
+
+
+# --- the Dockerfile itself: an out-of-range Chapel stops the real-server build before any download ---------------
+
+
+@pytest.mark.usefixtures("arkouda_image")  # `make images` ran, so the local Debian base exists
+def test_dockerfile_refuses_an_out_of_range_chapel_before_downloading(tmp_path: Path) -> None:
+    v = versions()
+    base = f"{image_name('debian-base').rsplit(':', 1)[0]}:{v['DEBIAN_SUITE']}"
+    dockerfile = REPO / "docker" / "arkouda" / "Dockerfile"
+    bud = ["buildah", "bud", "--layers", "--force-rm", "--format", "docker", "--isolation", "chroot"]
+    bud += ["--network", "host", "--target", "chapel", "--iidfile", str(tmp_path / "iid")]
+    bud += ["--build-arg", f"BASE_IMAGE={base}", "--build-arg", "CHAPEL_VERSION=2.3.0", "-f", str(dockerfile)]
+    res = subprocess.run([*bud, str(REPO)], capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode != 0
+    out = res.stdout + res.stderr
+    assert "arkouda image build: Chapel 2.3.0 is outside" in out, out[-3000:]
+    assert "apt-get update" not in out  # stopped before the first package (and any Chapel) download
+    assert not (tmp_path / "iid").exists()
