@@ -174,21 +174,6 @@ def test_check_client_accepts_an_image_without_a_client(tmp_path: Path) -> None:
 # --- runtime-packages.sh: packages of the server's libraries on a merged /usr -----------------------------------
 
 
-def test_runtime_packages_finds_owners_under_merged_usr_where_dpkg_s_alone_fails() -> None:
-    """Debian 12 ships libcurl.so.4 as /usr/lib/...; ldd names it /lib/...: the old `ldd | xargs dpkg -S`
-    pipeline found no owner for it (and failed under pipefail); the script finds libcurl4."""
-    binary = "/usr/bin/curl"
-    listing = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
-    assert "libcurl.so.4 => /lib/" in listing, listing  # the precondition of the defect
-    old = subprocess.run(["dpkg", "-S", "/lib/x86_64-linux-gnu/libcurl.so.4"], capture_output=True, check=False)
-    assert old.returncode != 0
-    res = script("runtime-packages.sh", binary)
-    assert res.returncode == 0, res.stderr
-    packages = res.stdout.split()
-    assert {"libc6", "libcurl4", "zlib1g"} <= set(packages)
-    assert packages == sorted(set(packages))
-
-
 def test_runtime_packages_skips_shipped_libraries_and_refuses_unowned_ones(tmp_path: Path) -> None:
     """A library outside every package (Arkouda's own Arrow under dep/) is skipped when shipped, else refused."""
     src = tmp_path / "lib.c"
@@ -246,6 +231,23 @@ def test_check_libs_fails_on_an_image_that_lacks_a_library(arkouda_image: str) -
         "/opt/gasnet/bin/amudprun cannot load libstdc++.so.6 (ldd: not found); "
         "install the package or copy the library into the image"
     )
+
+
+def test_runtime_packages_finds_owners_under_merged_usr_where_dpkg_s_alone_fails(arkouda_rootfs: Path) -> None:
+    """libzmq, which Arkouda's server links: Debian 12 ships it as /usr/lib/…/libzmq.so.5 while ldd names
+    /lib/…/libzmq.so.5, so the old `ldd | xargs dpkg -S` found no owner (and failed under pipefail); the script
+    finds libzmq5. pyzmq's extension in the image links the same library."""
+    ext = next((arkouda_rootfs / "usr/lib/python3/dist-packages/zmq/backend/cython").glob("socket.*.so"))
+    binary = "/" + str(ext.relative_to(arkouda_rootfs))
+    listing = oci.run(arkouda_rootfs, ["ldd", binary]).stdout
+    assert "libzmq.so.5 => /lib/x86_64-linux-gnu/libzmq.so.5" in listing, listing  # the defect's precondition
+    old = oci.run(arkouda_rootfs, ["dpkg", "-S", "/lib/x86_64-linux-gnu/libzmq.so.5"])
+    assert old.returncode != 0
+    res = run_in(arkouda_rootfs, "runtime-packages.sh", binary)
+    assert res.returncode == 0, res.stderr
+    packages = res.stdout.split()
+    assert {"libc6", "libzmq5"} <= set(packages)
+    assert packages == sorted(set(packages))
 
 
 def test_runtime_packages_in_the_image_lists_the_launchers_packages(arkouda_rootfs: Path) -> None:
