@@ -16,7 +16,8 @@
 #
 # Environment (exported by the Makefile from hack/versions.env): REPO_ROOT, CACHE_DIR, IMAGE_PREFIX,
 # IMAGE_TAG, DEBIAN_SUITE; optional: IMAGE_BASE (default $IMAGE_PREFIX/debian-base:$DEBIAN_SUITE),
-# ARKOUDA_SERVER_STAGE (default standin), DEBIAN_MIRROR, EXTRA_BUILD_ARGS (word-split into buildah bud),
+# ARKOUDA_SERVER_STAGE (default standin; arkouda: the real server, see REAL_SERVER_ARGS), DEBIAN_MIRROR,
+# EXTRA_BUILD_ARGS (word-split into buildah bud),
 # GASNET_ARCHIVE (path or http(s) URL of the GASNet-EX release archive; default
 # $REPO_ROOT/../shared/vendor/gasnet/GASNet-$GASNET_VERSION.tar.gz); GASNET_VERSION and GASNET_SHA256 default to
 # hack/versions.env.
@@ -35,6 +36,14 @@ GASNET_ARCHIVE=${GASNET_ARCHIVE:-$REPO_ROOT/../shared/vendor/gasnet/GASNet-$GASN
 GASNET_STAGED=$REPO_ROOT/_out/images/gasnet/GASNet-$GASNET_VERSION.tar.gz  # in the build context
 GASNET_IMAGE=$IMAGE_PREFIX/gasnet-udp:$GASNET_VERSION
 RUNTIME_IMAGE=$IMAGE_PREFIX/runtime:$IMAGE_TAG
+# The real server's pins (hack/versions.env; the environment overrides each, e.g. CHAPEL_URL=<mirror>), its make
+# parallelism and the optional trimmed module list (ARKOUDA_CONFIG_FILE, a smoke build only).
+REAL_SERVER_ARGS=()
+for name in CHAPEL_VERSION CHAPEL_URL CHAPEL_SHA256 CHAPEL_MIN CHAPEL_MAX CHAPEL_LLVM_VERSION \
+            ARKOUDA_VERSION ARKOUDA_URL ARKOUDA_SHA256; do
+  REAL_SERVER_ARGS+=(--build-arg "$name=${!name:-$(pinned "$name")}")
+done
+REAL_SERVER_ARGS+=(--build-arg "MAKE_JOBS=${ARKOUDA_MAKE_JOBS:-4}" --build-arg "ARKOUDA_CONFIG_FILE=${ARKOUDA_CONFIG_FILE:-}")
 
 log() { echo "images: $*"; }
 die() { echo "images: $*" >&2; exit 1; }
@@ -206,14 +215,22 @@ cmd_build() {
   args=(--build-arg "BASE_IMAGE=$IMAGE_BASE" --build-arg "RUNTIME_IMAGE=$RUNTIME_IMAGE" --target runtime)
   case $name in
     arkouda)
-      cmd_gasnet
-      gasnet_id=$(image_id "$GASNET_IMAGE")
-      args+=(--build-arg "SERVER_STAGE=$ARKOUDA_SERVER_STAGE"
-             --build-arg "GASNET_IMAGE=$GASNET_IMAGE" --build-arg "GASNET_VERSION=$GASNET_VERSION"
-             --build-arg "GASNET_SHA256=$GASNET_SHA256"
-             --build-arg "GASNET_ARCHIVE=${GASNET_STAGED#"$REPO_ROOT"/}")
-      # the chapel/arkouda stages use SHELL (pipefail), which buildah applies only to docker-format images
-      [ "$ARKOUDA_SERVER_STAGE" = standin ] || format=docker
+      args+=(--build-arg "SERVER_STAGE=$ARKOUDA_SERVER_STAGE")
+      case $ARKOUDA_SERVER_STAGE in
+        standin)
+          cmd_gasnet
+          gasnet_id=$(image_id "$GASNET_IMAGE")
+          args+=(--build-arg "GASNET_IMAGE=$GASNET_IMAGE" --build-arg "GASNET_VERSION=$GASNET_VERSION"
+                 --build-arg "GASNET_SHA256=$GASNET_SHA256"
+                 --build-arg "GASNET_ARCHIVE=${GASNET_STAGED#"$REPO_ROOT"/}") ;;
+        arkouda)
+          # The real server: Chapel with the GASNet it bundles (its amudprun ships), so no GASNet archive or
+          # gasnet image is involved. The chapel/arkouda-build stages use SHELL (pipefail), which buildah
+          # applies only to docker-format images.
+          format=docker
+          args+=("${REAL_SERVER_ARGS[@]}") ;;
+        *) die "ARKOUDA_SERVER_STAGE=$ARKOUDA_SERVER_STAGE: use standin or arkouda" ;;
+      esac
       ;;
   esac
   # shellcheck disable=SC2206 # EXTRA_BUILD_ARGS is a word list on purpose

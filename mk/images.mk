@@ -17,7 +17,8 @@ IMAGES_TARGETS += images-build images-archive
 LINT_TARGETS += lint-images
 TEST_TARGETS += test-images
 
-.PHONY: images-base images-wheel images-gasnet images-runtime images-build images-arkouda images-mpi images-archive \
+.PHONY: images-base images-wheel images-gasnet images-runtime images-build images-arkouda images-arkouda-full \
+        images-mpi images-archive \
         mpi-demo-host \
         test-images lint-images
 
@@ -36,6 +37,14 @@ images-runtime: images-base images-wheel ## Build the runtime base both images s
 
 images-arkouda: images-runtime ## Build $(IMAGE_PREFIX)/arkouda:$(IMAGE_TAG) (stand-in server here)
 	@$(IMAGES_SH) build arkouda
+
+# The real Arkouda server instead of the stand-in, under the same image name: Chapel, Arkouda and Arrow are
+# downloaded and compiled (network access; time and memory in docker/README.md). Pins
+# from hack/versions.env (override e.g. CHAPEL_URL=<mirror>); ARKOUDA_MAKE_JOBS (default 4) sets make -j;
+# ARKOUDA_CONFIG_FILE=<file in Arkouda's source> builds a trimmed module list, a faster smoke build only.
+images-arkouda-full: images-runtime ## Build $(IMAGE_PREFIX)/arkouda:$(IMAGE_TAG) with the REAL Arkouda server + its archive (network; hours)
+	@ARKOUDA_SERVER_STAGE=arkouda $(IMAGES_SH) build arkouda
+	@$(IMAGES_SH) archive arkouda
 
 images-mpi: images-runtime ## Build $(IMAGE_PREFIX)/mpi:$(IMAGE_TAG)
 	@$(IMAGES_SH) build mpi
@@ -64,7 +73,8 @@ lint-images: venv ## Lint the Dockerfiles (hadolint), image scripts (shellcheck)
 	@$(VENV)/bin/hadolint --config $(REPO_ROOT)/docker/hadolint.yaml \
 	  $(REPO_ROOT)/docker/runtime/Dockerfile $(REPO_ROOT)/docker/arkouda/Dockerfile $(REPO_ROOT)/docker/mpi/Dockerfile
 	@$(VENV)/bin/shellcheck $(REPO_ROOT)/docker/images.sh $(REPO_ROOT)/docker/base/build-base.sh \
-	  $(REPO_ROOT)/docker/runtime/runtime-setup.sh $(REPO_ROOT)/tests/images/ssh_launch.sh
+	  $(REPO_ROOT)/docker/runtime/runtime-setup.sh $(REPO_ROOT)/tests/images/ssh_launch.sh \
+	  $(REPO_ROOT)/docker/arkouda/build/*.sh
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config docker/ruff.toml $(IMAGES_PY)
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff format --check --config docker/ruff.toml $(IMAGES_PY)
 	@cd $(REPO_ROOT) && MYPYPATH=docker/arkouda/standin/lib:tests/images $(VENV)/bin/mypy --strict \

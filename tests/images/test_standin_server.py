@@ -21,7 +21,7 @@ import pytest
 import zmq
 from conftest import STANDIN_LIB
 
-from arkouda_standin import client, options
+from arkouda_standin import client, options, protocol
 from arkouda_standin.protocol import request_bytes
 
 SERVER = STANDIN_LIB.parent / "bin" / "arkouda_standin_server"
@@ -30,6 +30,29 @@ LOCALES = [
     for i in range(3)
 ]
 METRICS = "--ServerDaemon.daemonTypes=ServerDaemonType.DEFAULT,ServerDaemonType.METRICS"
+CREATE_CONFIG_FIELDS = [
+    "arkoudaVersion",
+    "chplVersion",
+    "pythonVersion",
+    "ZMQVersion",
+    "HDF5Version",
+    "serverHostname",
+    "ServerPort",
+    "numLocales",
+    "numNodes",
+    "numPUs",
+    "maxTaskPar",
+    "physicalMemory",
+    "distributionType",
+    "LocaleConfigs",
+    "authenticate",
+    "logLevel",
+    "logChannel",
+    "regexMaxCaptures",
+    "byteorder",
+    "autoShutdown",
+    "serverInfoNoSplash",
+]
 
 
 def free_port() -> int:
@@ -158,10 +181,38 @@ def test_handshake_replay_gets_every_field_with_its_type(servers: list[Server], 
     assert "STAND-IN" in config["arkoudaVersion"]
     assert any("Version mismatch" in w for w in result.warnings)
     assert result.registration["parameter_classes"]["array"]["nd"] == [1]
+    # the fields and their order of Arkouda v2026.07.15's createConfig (src/ServerConfig.chpl)
+    assert list(config)[: len(CREATE_CONFIG_FIELDS)] == CREATE_CONFIG_FIELDS
+    assert "maxArrayDims" not in config  # dropped in v2025.09.30
+    assert config["pythonVersion"] == f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert config["numNodes"] == 3  # one locale per pod: numLocales / numColocales
+    assert [list(c) for c in config["LocaleConfigs"]] == [
+        ["id", "name", "numPUs", "numColocales", "maxTaskPar", "physicalMemory"]
+    ] * 3
+    assert [c["numColocales"] for c in config["LocaleConfigs"]] == [1, 1, 1]
     # the reply record as the client parses it
     raw = ask(s.port, "ruok")
     assert raw is not None
     assert (raw["msg"], raw["msgType"], raw["user"]) == ("imok", "NORMAL", "alice")
+
+
+@pytest.mark.parametrize(
+    ("drop", "message"),
+    [
+        ("pythonVersion", "field 'pythonVersion' missing"),
+        ("numNodes", "field 'numNodes' missing"),
+        ("numColocales", r"LocaleConfigs\[0\]\.numColocales missing"),
+    ],
+)
+def test_replay_refuses_a_config_without_the_new_release_fields(drop: str, message: str) -> None:
+    """A server of the old pin (no pythonVersion, numNodes, numColocales) fails the replay, naming the field."""
+    locales = [options.Locale(id=0, name="n0", pid=1, uid=1000, num_pus=2, physical_memory=2**30)]
+    config = protocol.server_config(options.ServerOptions(), locales, hostname="h")
+    config.pop(drop, None)
+    for loc in config["LocaleConfigs"]:
+        loc.pop(drop, None)
+    with pytest.raises(client.HandshakeError, match=message):
+        client.check_config(config)
 
 
 def test_client_cli_prints_num_locales_and_checks_the_expected_count(servers: list[Server], tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""A replay of the requests the pinned Arkouda client (v2025.01.13, arkouda/client.py ``connect()``) sends when
+"""A replay of the requests the pinned Arkouda client (v2026.07.15, arkouda/core/client.py ``connect()``) sends when
 it connects, on pyzmq, for places without the arkouda package (the chart's ``helm test`` pod, image tests).
 It is not the Arkouda client; it works against the real server and the stand-in alike.
 
@@ -35,11 +35,13 @@ BANNER = (
 CONFIG_TYPES: dict[str, type] = {
     "arkoudaVersion": str,
     "chplVersion": str,
+    "pythonVersion": str,
     "ZMQVersion": str,
     "HDF5Version": str,
     "serverHostname": str,
     "ServerPort": int,
     "numLocales": int,
+    "numNodes": int,
     "numPUs": int,
     "maxTaskPar": int,
     "physicalMemory": int,
@@ -52,9 +54,15 @@ CONFIG_TYPES: dict[str, type] = {
     "byteorder": str,
     "autoShutdown": bool,
     "serverInfoNoSplash": bool,
-    "maxArrayDims": int,
 }
-LOCALE_TYPES: dict[str, type] = {"id": int, "name": str, "numPUs": int, "maxTaskPar": int, "physicalMemory": int}
+LOCALE_TYPES: dict[str, type] = {
+    "id": int,
+    "name": str,
+    "numPUs": int,
+    "numColocales": int,
+    "maxTaskPar": int,
+    "physicalMemory": int,
+}
 
 
 class HandshakeError(Exception):
@@ -129,7 +137,7 @@ class _Channel:
             raw = self.socket.recv()
         except zmq.Again:
             hint = (
-                " -- with --authenticate, Arkouda v2025.01.13 does not answer a wrong or missing token: the server "
+                " -- with --authenticate, Arkouda v2026.07.15 does not answer a wrong or missing token: the server "
                 "halts (its log says 'does not match server token' or 'requires a token')"
             )
             raise HandshakeError(f"{cmd}: no reply from {self.url} within {self.timeout:g}s{hint}") from None

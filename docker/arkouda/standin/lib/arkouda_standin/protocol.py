@@ -1,5 +1,5 @@
 """Arkouda's request/reply messages and the two JSON documents the client's ``connect()`` reads, as in
-Arkouda v2025.01.13 (src/Message.chpl, src/ServerConfig.chpl ``createConfig``, registration-config.json).
+Arkouda v2026.07.15 (src/Message.chpl, src/ServerConfig.chpl ``createConfig``, registration-config.json).
 
 Request (one ZeroMQ frame, JSON): ``{"user", "token", "cmd", "format", "args", "size"}``; ``args`` is a JSON
 array of JSON-encoded ``{"key", "dtype", "val"}`` objects when ``size`` > 0. Reply (one frame, JSON): the
@@ -17,7 +17,7 @@ from typing import Any
 
 from .options import Locale, ServerOptions
 
-ARKOUDA_VERSION = "v2025.01.13"
+ARKOUDA_VERSION = "v2026.07.15"
 STANDIN_VERSION = f"{ARKOUDA_VERSION}-STAND-IN"
 STANDIN_NOTE = (
     f"STAND-IN: a test double of arkouda_server {ARKOUDA_VERSION} (start-up, token, connect handshake, "
@@ -41,8 +41,8 @@ REGISTRATION_CONFIG: dict[str, Any] = {
 
 
 class UncaughtError(Exception):
-    """An error Arkouda v2025.01.13 does not catch inside a daemon's loop: it ends that daemon's task (and,
-    when no other daemon runs, halts the program) without replying."""
+    """An error Arkouda (v2025.01.13 and v2026.07.15 alike) does not catch inside a daemon's loop: it ends that
+    daemon's task (and, when no other daemon runs, halts the program) without replying."""
 
 
 @dataclass(frozen=True)
@@ -117,16 +117,23 @@ def request_bytes(cmd: str, *, user: str, token: str | None, params: dict[str, s
 
 
 def server_config(options: ServerOptions, locales: list[Locale], *, hostname: str) -> dict[str, Any]:
-    """getconfig: ServerConfig.createConfig's fields, names and JSON types; locales from the GASNet job."""
+    """getconfig: ServerConfig.createConfig's fields, names, order and JSON types; locales from the GASNet job.
+
+    Every locale runs in a pod of its own (no Chapel co-locales), so ``numColocales`` is 1 and ``numNodes``
+    (Arkouda: numLocales / here.numColocales) equals ``numLocales``."""
     here = locales[0]
+    colocales = 1
     return {
         "arkoudaVersion": STANDIN_VERSION,
         "chplVersion": "STAND-IN (no Chapel)",
+        # Arkouda stamps the major.minor of the python3 it was built with (the interpreter ApplyMsg embeds).
+        "pythonVersion": f"{sys.version_info.major}.{sys.version_info.minor}",
         "ZMQVersion": zmq_version(),
         "HDF5Version": "STAND-IN (no HDF5)",
         "serverHostname": hostname,
         "ServerPort": options.server_port,
         "numLocales": len(locales),
+        "numNodes": len(locales) // colocales,
         "numPUs": here.num_pus,
         "maxTaskPar": here.num_pus,
         "physicalMemory": here.physical_memory,
@@ -136,6 +143,7 @@ def server_config(options: ServerOptions, locales: list[Locale], *, hostname: st
                 "id": loc.id,
                 "name": loc.name,
                 "numPUs": loc.num_pus,
+                "numColocales": colocales,
                 "maxTaskPar": loc.num_pus,
                 "physicalMemory": loc.physical_memory,
             }
@@ -148,7 +156,6 @@ def server_config(options: ServerOptions, locales: list[Locale], *, hostname: st
         "byteorder": sys.byteorder,
         "autoShutdown": options.auto_shutdown,
         "serverInfoNoSplash": options.server_info_no_splash,
-        "maxArrayDims": max(REGISTRATION_CONFIG["parameter_classes"]["array"]["nd"]),
         # Not an Arkouda field (the client ignores unknown keys): says what answered.
         "standIn": STANDIN_NOTE,
     }
