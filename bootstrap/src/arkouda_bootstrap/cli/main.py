@@ -335,6 +335,56 @@ GATE = [
         "seconds before the next wake after one missed its deadline (doubling for each miss in a row)",
         f"{config.DEFAULT_WAKE_BACKOFF:g}",
     ),
+    # the request checks, the held-request bound and the health check
+    Opt(
+        "sleep_when_idle",
+        "--sleep-when-idle",
+        "ARKOUDA_IDLE_ENABLED",
+        "scale the release to 0 when idle and wake it for a request (without: never scale)",
+        boolean=True,
+    ),
+    Opt(
+        "token_file",
+        "--token-file",
+        "ARKOUDA_GATE_TOKEN_FILE",
+        "the release's token (server.authenticate): a request without it is refused (default: no token check)",
+    ),
+    Opt("allow_shutdown", "--allow-shutdown", "ARKOUDA_GATE_ALLOW_SHUTDOWN", "forward `shutdown`", boolean=True),
+    Opt(
+        "max_envelope_bytes",
+        "--max-envelope-bytes",
+        "ARKOUDA_GATE_MAX_ENVELOPE_BYTES",
+        "a request's JSON envelope above this size is refused unparsed",
+        str(config.DEFAULT_GATE_MAX_ENVELOPE_BYTES),
+    ),
+    Opt(
+        "max_message_bytes",
+        "--max-message-bytes",
+        "ARKOUDA_GATE_MAX_MESSAGE_BYTES",
+        "a client frame above this size ends its connection unread (the gate's memory holds one message)",
+        str(config.DEFAULT_GATE_MAX_MESSAGE_BYTES),
+    ),
+    Opt(
+        "max_held",
+        "--max-held-requests",
+        "ARKOUDA_GATE_MAX_HELD_REQUESTS",
+        "requests held while the server is not Ready, in total (one per client)",
+        str(config.DEFAULT_GATE_MAX_HELD),
+    ),
+    Opt(
+        "health_interval",
+        "--health-interval",
+        "ARKOUDA_GATE_HEALTH_INTERVAL",
+        "seconds without an answer from the server before the gate checks its request loop (0: never)",
+        f"{config.DEFAULT_GATE_HEALTH_INTERVAL:g}",
+    ),
+    Opt(
+        "health_timeout",
+        "--health-timeout",
+        "ARKOUDA_GATE_HEALTH_TIMEOUT",
+        "seconds the check may go unanswered before the server pod is deleted (relaunched)",
+        f"{config.DEFAULT_GATE_HEALTH_TIMEOUT:g}",
+    ),
 ]
 SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
     "keygen": ("create/validate/rotate/delete the release's SSH Secret (Helm hook)", KEYGEN),
@@ -342,15 +392,15 @@ SUBCOMMANDS: dict[str, tuple[str, list[Opt]]] = {
     "server": ("wait for locales, probe them over ssh, launch and supervise the command after --", SERVER),
     "exporter": ("serve Arkouda's metrics socket as Prometheus /metrics (the server pod's metrics sidecar)", EXPORTER),
     "nodewatch": ("force-delete the release's pods stuck terminating on a lost node (docs/node-loss.md)", NODEWATCH),
-    "gate": ("own the client port: forward to the server, scale to 0 when idle, wake for a client", GATE),
+    "gate": ("own the client port: check and forward requests, check the server, sleep when idle", GATE),
 }
 
 
 EPILOGS = {
-    "gate": "Runs until SIGTERM. Splices each client connection to the server pod (bytes never parsed); a client "
-    "arriving while the release sleeps is held until the server pod is Ready. Events on its own pod: IdleDraining, "
-    "Asleep, Waking, Awake, WakeTimeout. A new value of the annotation arkouda-k8s.io/wake on its pod wakes the "
-    "release.",
+    "gate": "Runs until SIGTERM. Ends each client's ZeroMQ session, checks every request (envelope, size, token, "
+    "shutdown) and answers a failing one itself; forwards the others to the server pod, holding them while it is "
+    "not Ready. Events on its own pod: IdleDraining, Asleep, Waking, Awake, WakeTimeout, ServerUnresponsive, "
+    "ServerAnswering. A new value of the annotation arkouda-k8s.io/wake on its pod wakes the release.",
     "nodewatch": "Runs until stopped; a pod is force-deleted (uid precondition, Event NodeLost) only when it is "
     "terminating, carries the node controller's or the taint manager's mark and outlived its grace period.",
     "server": "Everything after `--` is the command to launch (arkouda: -nl N is appended), e.g. "
@@ -660,6 +710,14 @@ def gate_settings(v: Values, *, namespace: str) -> GateSettings:
         connection_is_activity=v.boolean("connection_is_activity"),
         wake_timeout=seconds("wake_timeout"),
         wake_backoff=seconds("wake_backoff"),
+        sleep_when_idle=v.boolean("sleep_when_idle"),
+        token_file=v.path("token_file") if (v.raw("token_file") or "").strip() else None,
+        allow_shutdown=v.boolean("allow_shutdown"),
+        max_envelope_bytes=v.integer("max_envelope_bytes", minimum=64),
+        max_message_bytes=v.integer("max_message_bytes", minimum=1024),
+        max_held=v.integer("max_held", minimum=1),
+        health_interval=0.0 if v.required("health_interval").strip() == "0" else seconds("health_interval"),
+        health_timeout=seconds("health_timeout"),
     )
 
 
