@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import signal
@@ -32,7 +33,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import zmq
-import zmq.asyncio
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 from zmq.utils.monitor import parse_monitor_message
 
@@ -50,6 +50,7 @@ from arkouda_bootstrap.gate.envelope import (
 from arkouda_bootstrap.gate.health import PROBE_COMMAND, HealthCheck, HealthPolicy
 from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.metrics import GateStats, serve_metrics
+from arkouda_bootstrap.gate.pump import Pump
 from arkouda_bootstrap.gate.sleepwake import Backend, Controller, StatefulSetMissingError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodList, PodRef, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
@@ -58,21 +59,10 @@ from arkouda_bootstrap.kube.podwatch import follow_pods
 log = logging.getLogger(__name__)
 
 WATCH_CHUNK_SECONDS = 300
+COALESCE_SECONDS = 0.01
 STATEFULSET_WAIT_SECONDS = 120.0
 # The user name of the gate's own health-check requests (Arkouda logs it).
 PROBE_USER = "arkouda-gate"
-
-
-def _sent(future: asyncio.Future[Any]) -> None:
-    """A send's outcome: a client that went away before its reply is told by the ROUTER (ROUTER_MANDATORY)
-    instead of queueing the reply for ever; nothing else is expected."""
-    if future.cancelled() or future.exception() is None:
-        return
-    exc = future.exception()
-    if isinstance(exc, zmq.ZMQError) and exc.errno == zmq.EHOSTUNREACH:
-        log.debug("a reply to a client that is gone was dropped")
-    else:
-        log.warning("sending a message: %s", exc)
 
 
 class GateApi(KubeApi, ScaleApi, Protocol):
@@ -105,11 +95,15 @@ class _Link:
     """The gate's DEALER to one server incarnation and the requests it has in flight (by tag)."""
 
     backend: Backend
-    sock: Any  # zmq.asyncio.Socket
-    monitor: Any
     pending: dict[bytes, GateRequest] = field(default_factory=dict)
     probe: bytes | None = None
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    pump: Pump = field(init=False)
+    monitor: Pump = field(init=False)
+
+    def close(self) -> None:
+        self.pump.sock.disable_monitor()
+        self.monitor.close()
+        self.pump.close()
 
 
 class Gate:
@@ -137,8 +131,8 @@ class Gate:
         self._token = token
         self._limits = Limits(max_envelope_bytes=settings.max_envelope_bytes, allow_shutdown=settings.allow_shutdown)
         self.stats = GateStats()
-        self._ctx = zmq.asyncio.Context()
-        self._front: Any = None
+        self._ctx: zmq.Context[Any] = zmq.Context()
+        self._front: Pump | None = None
         self._link: _Link | None = None
         self._tags = itertools.count(1)
         self._changed = asyncio.Event()
@@ -176,7 +170,8 @@ class Gate:
         self._stop.set()
 
     def _send_front(self, frames: list[Any]) -> None:
-        self._front.send_multipart(frames, copy=False).add_done_callback(_sent)
+        if self._front is not None:
+            self._front.send(frames)
 
     # -- the clients -----------------------------------------------------------------------------------------
 
@@ -192,14 +187,12 @@ class Gate:
             self.port = port
         else:
             self.port = front.bind_to_random_port(address)
-        self._front = front
-        monitor = front.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        monitor = Pump(front.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED), self._connection)
+        self._front = Pump(front, self._received)
         self.listening.set()
         log.info("gate listening on %s:%d", host, self.port)
         if on_listening is not None:
             on_listening()
-        self._spawn(self._clients())
-        self._spawn(self._client_connections(monitor))
         control = self._spawn(self._control())
         try:
             await self._stop.wait()
@@ -211,24 +204,19 @@ class Gate:
             await asyncio.gather(control, *self._tasks, return_exceptions=True)
             self._drop_link("the gate is stopping")
             front.disable_monitor()
-            monitor.close(0)
-            front.close(0)
+            monitor.close()
+            self._front.close()
+            self._front = None
             self._ctx.term()
 
-    async def _client_connections(self, monitor: Any) -> None:
+    def _connection(self, frames: list[zmq.Frame]) -> None:
         """Open client connections: only `connectionIsActivity` reads them (a session is not a request)."""
-        while True:
-            event = parse_monitor_message(await monitor.recv_multipart())
-            if event["event"] == zmq.EVENT_ACCEPTED:
-                self.traffic.connection_opened()
-            elif event["event"] == zmq.EVENT_DISCONNECTED:
-                self.traffic.connection_closed()
-            self.changed()
-
-    async def _clients(self) -> None:
-        while True:
-            frames = await self._front.recv_multipart(copy=False)
-            self._received(frames)
+        event = parse_monitor_message([f.bytes for f in frames])
+        if event["event"] == zmq.EVENT_ACCEPTED:
+            self.traffic.connection_opened()
+        elif event["event"] == zmq.EVENT_DISCONNECTED:
+            self.traffic.connection_closed()
+        self.changed()
 
     def _received(self, frames: list[zmq.Frame]) -> None:
         # [routing id, empty delimiter (REQ), request frames...]; a client without the delimiter gets the same
@@ -273,7 +261,8 @@ class Gate:
         link = self._link_to(backend)
         tag = next(self._tags).to_bytes(8, "big")
         link.pending[tag] = request
-        link.sock.send_multipart([tag, b"", *request.frames], copy=False).add_done_callback(_sent)
+        link.pump.send([tag, b"", *request.frames])
+        request.frames = []  # libzmq holds its own reference until the bytes are out; a large request is not kept
         self.stats.forwarded += 1
 
     def _link_to(self, backend: Backend) -> _Link:
@@ -286,8 +275,9 @@ class Gate:
         sock.setsockopt(zmq.RCVHWM, 0)
         monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         sock.connect(f"tcp://{backend.host}:{backend.port}")
-        link = _Link(backend=backend, sock=sock, monitor=monitor)
-        link.tasks = [self._spawn(self._replies(link)), self._spawn(self._server_lost(link))]
+        link = _Link(backend=backend)
+        link.pump = Pump(sock, functools.partial(self._reply, link))
+        link.monitor = Pump(monitor, functools.partial(self._server_lost, link))
         self._link = link
         self.health.reset()
         log.info("connected to the server pod %s at %s:%d", backend.pod, backend.host, backend.port)
@@ -297,11 +287,7 @@ class Gate:
         link, self._link = self._link, None
         if link is None:
             return
-        for task in link.tasks:
-            task.cancel()
-        link.sock.disable_monitor()
-        link.monitor.close(0)
-        link.sock.close(0)
+        link.close()
         self._fail_pending(link, why)
 
     def _fail_pending(self, link: _Link, why: str) -> None:
@@ -315,22 +301,19 @@ class Gate:
                 Refusal.SERVER_LOST,
             )
 
-    async def _replies(self, link: _Link) -> None:
-        while True:
-            frames = await link.sock.recv_multipart(copy=False)
-            tag = frames[0].bytes
-            if tag == link.probe:
-                link.probe = None
-                self._answered()
-                continue
-            request = link.pending.pop(tag, None)
-            if request is None or request.done:
-                continue  # answered already (its connection was given up)
-            request.done = True
-            self._send_front([*request.envelope, *frames[2:]])
-            self.traffic.request_ended()
+    def _reply(self, link: _Link, frames: list[zmq.Frame]) -> None:
+        tag = frames[0].bytes
+        if tag == link.probe:
+            link.probe = None
             self._answered()
-            self.changed()
+            return
+        request = link.pending.pop(tag, None)
+        if request is None or request.done:
+            return  # answered already (its connection was given up)
+        request.done = True
+        self._send_front([*request.envelope, *frames[2:]])
+        self.traffic.request_ended()
+        self._answered()
 
     def _answered(self) -> None:
         down = self.health.answered()
@@ -340,20 +323,13 @@ class Gate:
             )
         self.changed()
 
-    async def _server_lost(self, link: _Link) -> None:
+    def _server_lost(self, link: _Link, frames: list[zmq.Frame]) -> None:
         """The connection broke (the server process ended or restarted): what it had in flight is lost."""
-        event = parse_monitor_message(await link.monitor.recv_multipart())
+        event = parse_monitor_message([f.bytes for f in frames])
         log.warning("the connection to the server pod %s ended (%s)", link.backend.pod, event["endpoint"])
         if self._link is link:
             # a new socket for the same pod: the old one's queue and reconnect state go with it
-            self._link = None
-            for task in link.tasks:
-                if task is not asyncio.current_task():
-                    task.cancel()
-            link.sock.disable_monitor()
-            link.monitor.close(0)
-            link.sock.close(0)
-            self._fail_pending(link, "the server process ended or restarted")
+            self._drop_link("the server process ended or restarted")
             self.health.reset()
             self.changed()
 
@@ -377,7 +353,7 @@ class Gate:
             tag = next(self._tags).to_bytes(8, "big")
             link.probe = tag
             probe = request_bytes(PROBE_COMMAND, user=PROBE_USER, token=self._current_token())
-            link.sock.send_multipart([tag, b"", probe]).add_done_callback(_sent)
+            link.pump.send([tag, b"", probe])
             self.health.sent()
         return self.health.next_due(in_flight=len(link.pending))
 
@@ -410,6 +386,9 @@ class Gate:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.05, delay)):
                     await self._changed.wait()
+            # news that come meanwhile are taken in the next step: under load the controller runs at most
+            # every COALESCE_SECONDS, not once per request (requests are forwarded without it)
+            await asyncio.sleep(COALESCE_SECONDS)
 
     @property
     def ready(self) -> bool:

@@ -78,8 +78,10 @@ class ReleaseView:
     own_pod: str
     pods: dict[str, PodInfo] = field(default_factory=dict)
     listed: bool = False
+    revision: int = 0  # counts the changes applied (the controller caches what it derives from the pods)
 
     def apply(self, item: PodList | PodEvent) -> None:
+        self.revision += 1
         if isinstance(item, PodList):
             self.pods = {p.name: p for p in item.pods}
             self.listed = True
@@ -149,6 +151,8 @@ class Controller:
         self.view = ReleaseView(own_pod=settings.pod_name)
         self.phase = Phase.AWAKE
         self.held: list[HeldRequest] = []
+        self._backend_key: tuple[Phase, int] | None = None
+        self._backend: Backend | None = None
         self._wake_seen: str | None = None
         self._wake_requested = False
         self._wake_started = 0.0
@@ -239,7 +243,14 @@ class Controller:
             self.held.append(request)
 
     def backend(self) -> Backend | None:
-        """The server pod while the release is awake and the pod Ready."""
+        """The server pod while the release is awake and the pod Ready (asked for every request: cached until
+        the phase or the pods change)."""
+        key = (self.phase, self.view.revision)
+        if key != self._backend_key:
+            self._backend_key, self._backend = key, self._find_backend()
+        return self._backend
+
+    def _find_backend(self) -> Backend | None:
         server = self.view.server()
         if self.phase is Phase.AWAKE and server is not None and server.ready and server.pod_ip:
             return Backend(pod=server.name, uid=server.uid, host=server.pod_ip, port=self._s.server_port)
