@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +23,8 @@ import zmq
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.envelope import BINARY_MARKER, Refusal
-from arkouda_bootstrap.gate.health import HealthCheck, HealthPolicy
-from arkouda_bootstrap.gate.idle import Traffic
-from arkouda_bootstrap.gate.main import Gate, run_gate
+from arkouda_bootstrap.gate.main import Gate, build_gate, run_gate
 from arkouda_bootstrap.gate.metrics import serve_metrics
-from arkouda_bootstrap.gate.sleepwake import Controller
 from arkouda_bootstrap.kube.api import PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder
 from conftest import free_port
@@ -155,34 +153,15 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(s: GateSettings, *, pods: PodList, asleep: bool = False, token: bytes | None = None) -> Iterator[Running]:
+def running(s: GateSettings, *, pods: PodList, asleep: bool = False) -> Iterator[Running]:
     api = FakeKube(replicas={SERVER: 0 if asleep else 1, LOCALE: 0 if asleep else 1})
     events = EventRecorder(api, PodRef(namespace="ns", name=s.pod_name))
-    traffic = Traffic(clock=time.monotonic)
-    ctl = Controller(settings=s, scale=api, events=events, traffic=traffic, clock=time.monotonic)
-    ctl.start()
-    ctl.on_pods(pods)
-    policy = HealthPolicy(interval=s.health_interval, timeout=s.health_timeout)
-    health = HealthCheck(policy=policy, clock=time.monotonic)
+    gate = build_gate(settings=s, scale=api, api=api, events=events)
+    gate.controller.start()
+    gate.controller.on_pods(pods)
     loop = asyncio.new_event_loop()
-
-    async def make() -> Gate:
-        return Gate(
-            settings=s,
-            controller=ctl,
-            traffic=traffic,
-            health=health,
-            events=events,
-            api=api,
-            clock=time.monotonic,
-            token=(lambda: token) if token is not None else None,
-        )
-
-    gate = loop.run_until_complete(make())
     thread = threading.Thread(
-        target=loop.run_until_complete,
-        args=(gate.serve(host=s.listen_host, port=s.listen_port),),
-        daemon=True,
+        target=loop.run_until_complete, args=(gate.serve(host=s.listen_host, port=s.listen_port),), daemon=True
     )
     thread.start()
     assert gate.listening.wait(10), "the gate did not start listening"
@@ -292,13 +271,11 @@ def test_an_oversized_envelope_is_refused_unparsed_and_an_oversized_frame_ends_o
 
 
 def test_tokens_are_checked_before_the_server_and_only_the_current_one_passes(
-    arkouda: ArkoudaDouble,
+    arkouda: ArkoudaDouble, tmp_path: Path
 ) -> None:
-    s = settings(server_port=arkouda.port)
-    with (
-        running(s, pods=listing(server_pod()), token=TOKEN) as gate,
-        req(gate.gate.port) as sock,
-    ):
+    (tmp_path / "token").write_bytes(TOKEN)
+    s = settings(server_port=arkouda.port, token_file=tmp_path / "token")
+    with running(s, pods=listing(server_pod())) as gate, req(gate.gate.port) as sock:
         assert "carries no token" in ask(sock, request("connect"))["msg"]
         stale = ask(sock, request("connect", token="tok-old", user="nb"))
         assert stale["msgType"] == "ERROR"
@@ -497,7 +474,7 @@ def start_run_gate(api: FakeKube, s: GateSettings) -> tuple[threading.Thread, li
 
 
 def test_run_gate_wires_the_pod_watch_the_token_and_metrics_and_a_refused_watch_ends_it(
-    arkouda: ArkoudaDouble, tmp_path: Any
+    arkouda: ArkoudaDouble, tmp_path: Path
 ) -> None:
     token = tmp_path / "token"
     token.write_bytes(TOKEN)

@@ -59,6 +59,17 @@ class FakeRequest:
         self.failed.append(message)
 
 
+@dataclass
+class Named(FakeRequest):
+    """Test double of a request that records, in a list shared with the others, when it was forwarded."""
+
+    name: str = ""
+    order: list[str] = field(default_factory=list)
+
+    def forward(self, backend: Backend) -> None:
+        self.order.append(self.name)
+
+
 def phase_of(ctl: Controller) -> Phase:
     return ctl.phase  # read through a function: mypy would narrow the attribute between two steps
 
@@ -413,21 +424,13 @@ def test_requests_held_before_the_server_was_ready_go_first() -> None:
     ctl, api, clock, _ = build()
     asleep(api, ctl, clock)
     order: list[str] = []
-
-    @dataclass
-    class Named(FakeRequest):
-        name: str = ""
-
-        def forward(self, backend: Backend) -> None:
-            order.append(self.name)
-
-    held = [Named(received_at=clock(), session=bytes([i]), name=f"held{i}") for i in range(3)]
+    held = [Named(received_at=clock(), session=bytes([i]), name=f"held{i}", order=order) for i in range(3)]
     for request in held:
         ctl.request_arrived(request)
     ctl.step()  # the wake
     ctl.on_pods(listing(server_pod(ip="10.1.0.9"), locale_pod(0), locale_pod(1)))
     ctl.step()  # WAKING -> AWAKE: forwards the held ones, in order
-    ctl.request_arrived(Named(received_at=clock(), session=b"new", name="new"))
+    ctl.request_arrived(Named(received_at=clock(), session=b"new", name="new", order=order))
     assert order == ["held0", "held1", "held2", "new"]
 
 
@@ -437,19 +440,11 @@ def test_a_request_arriving_before_the_controller_saw_ready_still_waits_its_turn
     s = replace(SETTINGS, sleep_when_idle=False)
     ctl, _, clock, _ = build(settings=s)
     order: list[str] = []
-
-    @dataclass
-    class Named(FakeRequest):
-        name: str = ""
-
-        def forward(self, backend: Backend) -> None:
-            order.append(self.name)
-
     ctl.on_pods(listing(server_pod(ready=False)))
     for i in range(2):
-        ctl.request_arrived(Named(received_at=clock(), session=bytes([i]), name=f"held{i}"))
+        ctl.request_arrived(Named(received_at=clock(), session=bytes([i]), name=f"held{i}", order=order))
     ctl.on_pods(listing(server_pod(ready=True)))
-    ctl.request_arrived(Named(received_at=clock(), session=b"new", name="new"))
+    ctl.request_arrived(Named(received_at=clock(), session=b"new", name="new", order=order))
     assert order == ["held0", "held1", "new"]
 
 

@@ -33,10 +33,7 @@ import zmq
 
 from arkouda_bench.results import Row
 from arkouda_bootstrap.config import GateSettings
-from arkouda_bootstrap.gate.health import HealthCheck, HealthPolicy
-from arkouda_bootstrap.gate.idle import Traffic
-from arkouda_bootstrap.gate.main import Gate
-from arkouda_bootstrap.gate.sleepwake import Controller
+from arkouda_bootstrap.gate.main import build_gate
 from arkouda_bootstrap.kube.api import PodCondition, PodInfo, PodList
 from arkouda_bootstrap.kube.events import EventRecorder
 
@@ -121,13 +118,10 @@ def _gate_process(server_port: int, conn: Any) -> None:
         idle_timeout=3600,
         max_message_bytes=2 * GATE_TRANSFER_BYTES,
     )
-    traffic = Traffic(clock=time.monotonic)
-    events = EventRecorder(None, None)
-    controller = Controller(
-        settings=settings, scale=_AwakeScale(), events=events, traffic=traffic, clock=time.monotonic
-    )
-    controller.start()
-    # test double of the pod watch: the server pod is Ready at 127.0.0.1
+    gate = build_gate(settings=settings, scale=_AwakeScale(), api=None, events=EventRecorder(None, None))
+    gate.controller.start()
+    # test double of the pod watch: the server pod is Ready at 127.0.0.1 (the health check as in the chart,
+    # 10 s / 30 s: the bench's requests keep it quiet)
     ready = PodInfo(
         name="bench-arkouda-server-0",
         labels={"app.kubernetes.io/component": "server"},
@@ -135,24 +129,9 @@ def _gate_process(server_port: int, conn: Any) -> None:
         pod_ip="127.0.0.1",
         conditions=(PodCondition(type="Ready", status="True"),),
     )
-    controller.on_pods(PodList(pods=(ready,), resource_version="1"))
-    # the health check as in the chart (10 s / 30 s): the bench's requests keep it quiet
-    health = HealthCheck(
-        policy=HealthPolicy(interval=settings.health_interval, timeout=settings.health_timeout),
-        clock=time.monotonic,
-    )
+    gate.controller.on_pods(PodList(pods=(ready,), resource_version="1"))
 
     async def main() -> None:
-        gate = Gate(
-            settings=settings,
-            controller=controller,
-            traffic=traffic,
-            health=health,
-            events=events,
-            api=None,
-            clock=time.monotonic,
-            token=None,
-        )
         serving = asyncio.get_running_loop().create_task(gate.serve(host="127.0.0.1", port=0))
         while not gate.listening.is_set():
             await asyncio.sleep(0.01)

@@ -29,7 +29,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import zmq
@@ -417,15 +416,30 @@ def _watch(api: KubeApi, settings: GateSettings, loop: asyncio.AbstractEventLoop
 
 
 def build_gate(
-    api: GateApi, settings: GateSettings, *, clock: Callable[[], float], events: EventRecorder
-) -> tuple[Controller, Traffic, HealthCheck, Callable[[], bytes] | None]:
+    *,
+    settings: GateSettings,
+    scale: ScaleApi,
+    api: KubeApi | None,
+    events: EventRecorder,
+    clock: Callable[[], float] = time.monotonic,
+) -> Gate:
+    """The gate and its parts from the settings (the CLI, the tests and the bench build it the same way).
+    `api`: where the unresponsive server pod is deleted (None: nowhere)."""
     traffic = Traffic(clock=clock)
-    controller = Controller(settings=settings, scale=api, events=events, traffic=traffic, clock=clock)
+    controller = Controller(settings=settings, scale=scale, events=events, traffic=traffic, clock=clock)
     health = HealthCheck(
         policy=HealthPolicy(interval=settings.health_interval, timeout=settings.health_timeout), clock=clock
     )
-    token = TokenFile(Path(settings.token_file), clock=clock) if settings.token_file else None
-    return controller, traffic, health, token
+    return Gate(
+        settings=settings,
+        controller=controller,
+        traffic=traffic,
+        health=health,
+        events=events,
+        api=api,
+        clock=clock,
+        token=TokenFile(settings.token_file, clock=clock) if settings.token_file else None,
+    )
 
 
 def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float] = time.monotonic) -> int:
@@ -433,7 +447,7 @@ def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float]
     events = EventRecorder(
         api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=own.uid if own else "")
     )
-    controller, traffic, health, token = build_gate(api, settings, clock=clock, events=events)
+    gate = build_gate(settings=settings, scale=api, api=api, events=events, clock=clock)
     # Helm creates Deployments before StatefulSets: give them a moment on a fresh install
     for attempt in Retrying(
         stop=stop_after_delay(STATEFULSET_WAIT_SECONDS),
@@ -442,20 +456,10 @@ def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float]
         reraise=True,
     ):
         with attempt:
-            controller.start()
+            gate.controller.start()
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        gate = Gate(
-            settings=settings,
-            controller=controller,
-            traffic=traffic,
-            health=health,
-            events=events,
-            api=api,
-            clock=clock,
-            token=token,
-        )
         if threading.current_thread() is threading.main_thread():  # signal handlers: main thread only (tests)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, gate.stop)
