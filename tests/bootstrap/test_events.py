@@ -41,6 +41,8 @@ def test_reasons_and_types() -> None:
         ("Waking", "Normal"),
         ("Awake", "Normal"),
         ("WakeTimeout", "Warning"),
+        ("ServerUnresponsive", "Warning"),
+        ("ServerAnswering", "Normal"),
         ("SecondaryNetworkMissing", "Warning"),
         ("LeftoversEnded", "Normal"),
     ]

@@ -4,6 +4,7 @@ by name, as a JSON patch; RBAC errors as one line), and its command line (every 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
@@ -87,6 +88,30 @@ def test_gate_settings_from_the_environment_with_defaults() -> None:
     )
 
 
+def test_gate_settings_of_the_request_checks_and_the_health_check() -> None:
+    s = settings(
+        {
+            **GOOD,
+            "ARKOUDA_IDLE_ENABLED": "true",
+            "ARKOUDA_GATE_TOKEN_FILE": "/etc/arkouda/token/token",
+            "ARKOUDA_GATE_ALLOW_SHUTDOWN": "true",
+            "ARKOUDA_GATE_MAX_ENVELOPE_BYTES": "65536",
+            "ARKOUDA_GATE_MAX_MESSAGE_BYTES": "2147483648",
+            "ARKOUDA_GATE_MAX_HELD_REQUESTS": "16",
+            "ARKOUDA_GATE_HEALTH_INTERVAL": "0",
+            "ARKOUDA_GATE_HEALTH_TIMEOUT": "45",
+        }
+    )
+    assert isinstance(s, GateSettings)
+    assert (s.sleep_when_idle, s.token_file, s.allow_shutdown) == (True, Path("/etc/arkouda/token/token"), True)
+    assert (s.max_envelope_bytes, s.max_message_bytes, s.max_held) == (65536, 2 << 30, 16)
+    assert (s.health_interval, s.health_timeout) == (0, 45)
+    defaults = settings(GOOD)
+    assert isinstance(defaults, GateSettings)
+    assert (defaults.sleep_when_idle, defaults.token_file, defaults.allow_shutdown) == (False, None, False)
+    assert (defaults.health_interval, defaults.health_timeout, defaults.max_held) == (10, 30, 256)
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -97,6 +122,11 @@ def test_gate_settings_from_the_environment_with_defaults() -> None:
         ({"ARKOUDA_SERVER_STATEFULSET": "Not_A_Name"}, "--server-statefulset (ARKOUDA_SERVER_STATEFULSET)"),
         ({"ARKOUDA_GATE_PORT": "70000"}, "--listen-port (ARKOUDA_GATE_PORT)"),
         ({"POD_NAME": ""}, "missing --pod-name (POD_NAME)"),
+        ({"ARKOUDA_GATE_MAX_ENVELOPE_BYTES": "10"}, "--max-envelope-bytes (ARKOUDA_GATE_MAX_ENVELOPE_BYTES)"),
+        ({"ARKOUDA_GATE_MAX_HELD_REQUESTS": "0"}, "--max-held-requests (ARKOUDA_GATE_MAX_HELD_REQUESTS)"),
+        ({"ARKOUDA_GATE_HEALTH_INTERVAL": "-1"}, "--health-interval (ARKOUDA_GATE_HEALTH_INTERVAL)"),
+        ({"ARKOUDA_GATE_HEALTH_TIMEOUT": "0"}, "--health-timeout (ARKOUDA_GATE_HEALTH_TIMEOUT)"),
+        ({"ARKOUDA_GATE_ALLOW_SHUTDOWN": "maybe"}, "--allow-shutdown (ARKOUDA_GATE_ALLOW_SHUTDOWN)"),
     ],
 )
 def test_bad_gate_values_name_their_flag_and_env(env: dict[str, str], message: str) -> None:

@@ -9,19 +9,24 @@ from fakes import FakeClock
 POLICY = IdlePolicy(timeout_seconds=60)
 
 
-def verdict(traffic: Traffic, clock: FakeClock, *, policy: IdlePolicy = POLICY, ready: bool = True) -> float | None:
+def verdict(
+    traffic: Traffic,
+    clock: FakeClock,
+    *,
+    policy: IdlePolicy = POLICY,
+    ready: bool = True,
+) -> float | None:
     return idle_verdict(policy=policy, traffic=traffic.snapshot(), now=clock(), server_ready=ready).remaining
 
 
-def test_quiet_time_counts_down_from_the_last_traffic() -> None:
+def test_quiet_time_counts_down_from_the_last_request_or_reply() -> None:
     clock = FakeClock()
     traffic = Traffic(clock=clock)
     clock.advance(20)
     assert verdict(traffic, clock) == 40
-    conn = traffic.opened()
-    traffic.client_sent(conn)
+    traffic.request_started()
     clock.advance(1)
-    traffic.server_sent(conn)  # the reply: nothing in flight, the quiet time starts again here
+    traffic.request_ended()  # the reply: nothing in flight, the quiet time starts again here
     clock.advance(59)
     assert verdict(traffic, clock) == 1
     clock.advance(1)
@@ -33,53 +38,55 @@ def test_quiet_time_counts_down_from_the_last_traffic() -> None:
 def test_a_request_in_flight_is_never_idle_however_long_it_takes() -> None:
     clock = FakeClock()
     traffic = Traffic(clock=clock)
-    conn = traffic.opened()
-    traffic.client_sent(conn)
+    traffic.request_started()
     for _ in range(10):
         clock.advance(3600)
         result = idle_verdict(policy=POLICY, traffic=traffic.snapshot(), now=clock(), server_ready=True)
         assert result.remaining is None
         assert result.why == "1 request(s) in flight"
-    traffic.server_sent(conn)
-    assert verdict(traffic, clock) == 60  # the reply is traffic: the full timeout again
+    traffic.request_ended()
+    assert verdict(traffic, clock) == 60  # the reply is activity: the full timeout again
     clock.advance(60)
     assert verdict(traffic, clock) == 0
 
 
-def test_more_request_bytes_after_a_partial_reply_are_in_flight_again() -> None:
+def test_requests_of_several_clients_are_counted_until_each_is_answered() -> None:
     clock = FakeClock()
     traffic = Traffic(clock=clock)
-    conn = traffic.opened()
-    traffic.client_sent(conn)
-    traffic.server_sent(conn)
-    assert not traffic.in_flight(conn)
-    traffic.client_sent(conn)
-    assert traffic.in_flight(conn)
+    traffic.request_started()
+    traffic.request_started()
+    traffic.request_ended()
     assert traffic.snapshot().in_flight == 1
+    assert verdict(traffic, clock) is None
+    traffic.request_ended()
+    traffic.request_ended()  # an answer the gate gave twice never goes below zero
+    assert traffic.in_flight == 0
 
 
-def test_a_closed_connection_has_nothing_in_flight() -> None:
+def test_a_connection_opening_or_closing_is_not_activity() -> None:
+    """A notebook that stays connected (or a ZeroMQ reconnect) neither wakes nor keeps awake the release."""
     clock = FakeClock()
     traffic = Traffic(clock=clock)
-    conn = traffic.opened()
-    traffic.client_sent(conn)
-    clock.advance(5)
-    traffic.closed(conn)  # the client went away: its request no longer holds the release
-    assert traffic.snapshot().in_flight == 0
-    assert verdict(traffic, clock) == 60
-    traffic.server_sent(conn)  # a late byte of a closed connection changes nothing but the clock
-    assert traffic.snapshot().open_connections == 0
+    clock.advance(59)
+    traffic.connection_opened()
+    traffic.connection_opened()
+    traffic.connection_closed()
+    assert verdict(traffic, clock) == 1
+    assert traffic.snapshot().open_connections == 1
 
 
 def test_an_open_connection_keeps_the_release_awake_only_when_asked() -> None:
     clock = FakeClock()
     traffic = Traffic(clock=clock)
-    traffic.opened()
+    traffic.connection_opened()
     clock.advance(600)
     assert verdict(traffic, clock) == 0
     notebooks = IdlePolicy(timeout_seconds=60, connection_is_activity=True)
     result = idle_verdict(policy=notebooks, traffic=traffic.snapshot(), now=clock(), server_ready=True)
     assert (result.remaining, result.why) == (None, "1 client connection(s) open")
+    traffic.connection_closed()
+    traffic.connection_closed()
+    assert traffic.snapshot().open_connections == 0
 
 
 def test_a_server_that_is_not_ready_is_never_idle() -> None:
@@ -101,7 +108,8 @@ def test_touch_restarts_the_quiet_time_and_never_moves_it_back() -> None:
 
 
 @pytest.mark.parametrize(
-    ("failures", "expected"), [(0, 0.0), (1, 60.0), (2, 120.0), (3, 240.0), (10, 3600.0), (1000, 3600.0)]
+    ("failures", "expected"),
+    [(0, 0.0), (1, 60.0), (2, 120.0), (3, 240.0), (10, 3600.0), (1000, 3600.0)],
 )
 def test_wake_backoff_doubles_up_to_its_cap(failures: int, expected: float) -> None:
     assert next_backoff(base_seconds=60, failures=failures) == expected

@@ -1,6 +1,6 @@
 """The gate's sleep/wake controller against FakeKube (the kube seam's test double, with StatefulSet replica
 counts) and FakeClock: which StatefulSets it scales, in which order, which Events it emits, when it holds,
-splices or fails a client. No sleeps, no sockets."""
+forwards or fails a request. No sleeps, no sockets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pytest
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import Traffic
-from arkouda_bootstrap.gate.sleepwake import WAKE_ANNOTATION, Controller, Phase, StatefulSetMissingError
+from arkouda_bootstrap.gate.sleepwake import (
+    WAKE_ANNOTATION,
+    Backend,
+    Controller,
+    Phase,
+    StatefulSetMissingError,
+)
 from arkouda_bootstrap.kube.api import (
     ApiUnavailableError,
     ForbiddenError,
@@ -37,6 +43,7 @@ SETTINGS = GateSettings(
     idle_timeout=60,
     wake_timeout=100,
     wake_backoff=30,
+    sleep_when_idle=True,
 )
 UNSCHEDULABLE = (
     "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are "
@@ -45,18 +52,30 @@ UNSCHEDULABLE = (
 
 
 @dataclass
-class FakeClient:
-    """Test double of a held client connection: records what the controller did with it."""
+class FakeRequest:
+    """Test double of a checked client request: records what the controller did with it."""
 
-    accepted_at: float
-    spliced: list[tuple[str, int]] = field(default_factory=list)
+    received_at: float
+    session: bytes = b"client"
+    forwarded: list[tuple[str, int]] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
 
-    def splice(self, host: str, port: int) -> None:
-        self.spliced.append((host, port))
+    def forward(self, backend: Backend) -> None:
+        self.forwarded.append((backend.host, backend.port))
 
     def fail(self, message: str) -> None:
         self.failed.append(message)
+
+
+@dataclass
+class Named(FakeRequest):
+    """Test double of a request that records, in a list shared with the others, when it was forwarded."""
+
+    name: str = ""
+    order: list[str] = field(default_factory=list)
+
+    def forward(self, backend: Backend) -> None:
+        self.order.append(self.name)
 
 
 def phase_of(ctl: Controller) -> Phase:
@@ -64,16 +83,29 @@ def phase_of(ctl: Controller) -> Phase:
 
 
 def server_pod(*, ready: bool = True, ip: str | None = "10.1.0.7", **kwargs: Any) -> PodInfo:
-    return make_pod(f"{SERVER}-0", ip=ip, ready=ready, labels={"app.kubernetes.io/component": "server"}, **kwargs)
+    return make_pod(
+        f"{SERVER}-0",
+        ip=ip,
+        ready=ready,
+        labels={"app.kubernetes.io/component": "server"},
+        **kwargs,
+    )
 
 
 def locale_pod(i: int, *, ready: bool = True, **kwargs: Any) -> PodInfo:
-    return make_pod(f"{LOCALE}-{i}", ready=ready, labels={"app.kubernetes.io/component": "locale"}, **kwargs)
+    return make_pod(
+        f"{LOCALE}-{i}",
+        ready=ready,
+        labels={"app.kubernetes.io/component": "locale"},
+        **kwargs,
+    )
 
 
 def gate_pod(annotations: dict[str, str] | None = None) -> PodInfo:
     return make_pod(
-        SETTINGS.pod_name, labels={"app.kubernetes.io/component": "gate"}, annotations=dict(annotations or {})
+        SETTINGS.pod_name,
+        labels={"app.kubernetes.io/component": "gate"},
+        annotations=dict(annotations or {}),
     )
 
 
@@ -134,7 +166,11 @@ def test_missing_statefulset_is_its_own_error() -> None:
     api = FakeKube(replicas={SERVER: 1})
     clock = FakeClock()
     ctl = Controller(
-        settings=SETTINGS, scale=api, events=EventRecorder(api, None), traffic=Traffic(clock=clock), clock=clock
+        settings=SETTINGS,
+        scale=api,
+        events=EventRecorder(api, None),
+        traffic=Traffic(clock=clock),
+        clock=clock,
     )
     with pytest.raises(StatefulSetMissingError, match=f"StatefulSet {LOCALE} not found in namespace ns"):
         ctl.start()
@@ -153,7 +189,11 @@ def test_idle_release_scales_the_server_first_then_the_locales_and_says_so() -> 
     assert scale_calls(api) == [f"{SERVER}=0", f"{LOCALE}=0"]
     assert api.replicas == {SERVER: 0, LOCALE: 0}
     draining = api.created_events[-1]
-    assert (draining.reason, draining.type, draining.pod.name) == ("IdleDraining", "Normal", SETTINGS.pod_name)
+    assert (draining.reason, draining.type, draining.pod.name) == (
+        "IdleDraining",
+        "Normal",
+        SETTINGS.pod_name,
+    )
     assert "no traffic for 60 s" in draining.message
     # terminating pods still hold their nodes: Asleep only when none is left
     ctl.on_pods(listing(replace(server_pod(), deleting=True), gate_pod()))
@@ -177,13 +217,12 @@ def test_a_starting_or_relaunching_release_is_never_put_to_sleep() -> None:
 def test_a_long_request_is_never_cut() -> None:
     ctl, api, clock, traffic = build()
     ctl.on_pods(listing(server_pod(), locale_pod(0), locale_pod(1)))
-    conn = traffic.opened()
-    traffic.client_sent(conn)
+    traffic.request_started()
     for _ in range(24):
         clock.advance(3600)
         ctl.step()
     assert phase_of(ctl) is Phase.AWAKE and scale_calls(api) == []
-    traffic.server_sent(conn)
+    traffic.request_ended()
     clock.advance(60)
     ctl.step()
     assert phase_of(ctl) is Phase.DRAINING
@@ -208,34 +247,34 @@ def test_idle_time_counts_from_ready_not_from_the_gate_start() -> None:
 def test_a_client_of_an_awake_release_goes_straight_to_the_server_pod() -> None:
     ctl, _, clock, _ = build()
     ctl.on_pods(listing(server_pod()))
-    client = FakeClient(accepted_at=clock())
-    ctl.client_arrived(client)
-    assert client.spliced == [("10.1.0.7", 5555)]
+    client = FakeRequest(received_at=clock())
+    ctl.request_arrived(client)
+    assert client.forwarded == [("10.1.0.7", 5555)]
     assert ctl.held == []
 
 
-def test_a_client_of_a_sleeping_release_wakes_it_and_is_spliced_when_the_server_is_ready() -> None:
+def test_a_request_to_a_sleeping_release_wakes_it_and_is_forwarded_when_the_server_is_ready() -> None:
     ctl, api, clock, _ = build()
     asleep(api, ctl, clock)
     before = len(scale_calls(api))
-    client = FakeClient(accepted_at=clock())
-    ctl.client_arrived(client)
-    assert client.spliced == [] and ctl.held == [client]
+    client = FakeRequest(received_at=clock())
+    ctl.request_arrived(client)
+    assert client.forwarded == [] and ctl.held == [client]
     assert ctl.step() == pytest.approx(30)  # the deadline (100 s) is further than one look
     assert phase_of(ctl) is Phase.WAKING
     # locales first: the server's bootstrap waits for them
     assert scale_calls(api)[before:] == [f"{LOCALE}=2", f"{SERVER}=1"]
     assert api.created_events[-1].reason == "Waking"
-    assert "client connection" in api.created_events[-1].message
+    assert "client request" in api.created_events[-1].message
     clock.advance(12)
     ctl.on_pods(listing(server_pod(ready=False), locale_pod(0), locale_pod(1), gate_pod()))
     ctl.step()
-    assert client.spliced == []
+    assert client.forwarded == []
     clock.advance(3)
     ctl.on_pods(listing(server_pod(ip="10.1.0.9"), locale_pod(0), locale_pod(1), gate_pod()))
     ctl.step()
     assert phase_of(ctl) is Phase.AWAKE
-    assert client.spliced == [("10.1.0.9", 5555)]
+    assert client.forwarded == [("10.1.0.9", 5555)]
     awake = api.created_events[-1]
     assert awake.reason == "Awake" and "15.0 s after the wake" in awake.message
     # the idle time starts at Ready, not at the last traffic before the sleep
@@ -247,14 +286,21 @@ def test_a_client_of_a_sleeping_release_wakes_it_and_is_spliced_when_the_server_
 def test_a_wake_that_misses_its_deadline_fails_the_client_with_the_schedulers_reason_then_backs_off() -> None:
     ctl, api, clock, _ = build()
     asleep(api, ctl, clock)
-    first = FakeClient(accepted_at=clock())
-    ctl.client_arrived(first)
+    first = FakeRequest(received_at=clock())
+    ctl.request_arrived(first)
     ctl.step()
     pending = server_pod(
         ready=False,
         ip=None,
         phase="Pending",
-        conditions=(PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message=UNSCHEDULABLE),),
+        conditions=(
+            PodCondition(
+                type="PodScheduled",
+                status="False",
+                reason="Unschedulable",
+                message=UNSCHEDULABLE,
+            ),
+        ),
     )
     ctl.on_pods(listing(pending, gate_pod()))
     clock.advance(99)
@@ -274,8 +320,8 @@ def test_a_wake_that_misses_its_deadline_fails_the_client_with_the_schedulers_re
     ctl.on_pods(listing(gate_pod()))
     ctl.step()
     scaled = len(scale_calls(api))
-    second = FakeClient(accepted_at=clock())
-    ctl.client_arrived(second)
+    second = FakeRequest(received_at=clock())
+    ctl.request_arrived(second)
     assert ctl.step() == pytest.approx(30)
     clock.advance(29)
     ctl.step()
@@ -285,14 +331,14 @@ def test_a_wake_that_misses_its_deadline_fails_the_client_with_the_schedulers_re
     assert phase_of(ctl) is Phase.WAKING
     ctl.on_pods(listing(server_pod(), locale_pod(0), locale_pod(1), gate_pod()))
     ctl.step()
-    assert second.spliced == [("10.1.0.7", 5555)] and second.failed == []
+    assert second.forwarded == [("10.1.0.7", 5555)] and second.failed == []
 
 
 def test_consecutive_missed_wakes_back_off_longer() -> None:
     ctl, api, clock, _ = build()
     asleep(api, ctl, clock)
     for expected in ("30 s", "60 s", "120 s"):
-        ctl.client_arrived(FakeClient(accepted_at=clock()))
+        ctl.request_arrived(FakeRequest(received_at=clock()))
         ctl.step()
         clock.advance(100)
         ctl.step()
@@ -304,8 +350,8 @@ def test_consecutive_missed_wakes_back_off_longer() -> None:
 def test_a_client_held_past_the_wake_timeout_while_the_server_starts_gets_an_error() -> None:
     ctl, api, clock, _ = build()
     ctl.on_pods(listing(server_pod(ready=False), locale_pod(0), locale_pod(1)))
-    client = FakeClient(accepted_at=clock())
-    ctl.client_arrived(client)
+    client = FakeRequest(received_at=clock())
+    ctl.request_arrived(client)
     assert ctl.step() == pytest.approx(30)  # at most MAX_STEP_SECONDS between looks
     clock.advance(100)
     ctl.step()
@@ -327,7 +373,13 @@ def test_the_wake_annotation_wakes_a_sleeping_release_and_its_start_value_does_n
     ctl.on_pods(listing(gate_pod({WAKE_ANNOTATION: "old"})))
     ctl.step()
     assert phase_of(ctl) is Phase.ASLEEP
-    ctl.on_pods(PodEvent(type="MODIFIED", pod=gate_pod({WAKE_ANNOTATION: "1700000000"}), resource_version="2"))
+    ctl.on_pods(
+        PodEvent(
+            type="MODIFIED",
+            pod=gate_pod({WAKE_ANNOTATION: "1700000000"}),
+            resource_version="2",
+        )
+    )
     ctl.step()
     assert phase_of(ctl) is Phase.WAKING
     assert api.replicas == {SERVER: 1, LOCALE: 2}
@@ -368,6 +420,74 @@ def test_an_unreachable_api_is_retried_with_the_one_backoff_without_changing_pha
     assert "attempt 7 failed: patch statefulsets/scale in namespace ns failed: HTTP 500" in caplog.text
     # a success ended that outage: the next one starts again from the first pause
     api.fail_with["set_replicas"] = ApiUnavailableError("cannot reach the Kubernetes API to patch statefulsets/scale")
-    ctl.client_arrived(FakeClient(accepted_at=clock()))
+    ctl.request_arrived(FakeRequest(received_at=clock()))
     assert ctl.step() == 1.0
     assert phase_of(ctl) is Phase.DRAINING
+
+
+def test_held_requests_are_bounded_per_client_and_in_total_and_the_refusal_names_the_limit() -> None:
+    s = replace(SETTINGS, max_held=3, max_held_per_session=1)
+    ctl, api, clock, _ = build(settings=s)
+    asleep(api, ctl, clock)
+    a1 = FakeRequest(received_at=clock(), session=b"a")
+    a2 = FakeRequest(received_at=clock(), session=b"a")
+    ctl.request_arrived(a1)
+    ctl.request_arrived(a2)  # a REQ client has one request at a time: a second one is not held
+    assert ctl.held == [a1]
+    assert a2.failed == [
+        "the gate already holds 1 request(s) of this client until the server is Ready (limit 1 per client)"
+    ]
+    others = [FakeRequest(received_at=clock(), session=bytes([i])) for i in range(3)]
+    for request in others:
+        ctl.request_arrived(request)
+    assert ctl.held == [a1, others[0], others[1]]
+    assert others[2].failed and "limit 3, server.gate.maxHeldRequests" in others[2].failed[0]
+    assert all(not r.failed for r in (a1, others[0], others[1]))
+
+
+def test_requests_held_before_the_server_was_ready_go_first() -> None:
+    ctl, api, clock, _ = build()
+    asleep(api, ctl, clock)
+    order: list[str] = []
+    held = [Named(received_at=clock(), session=bytes([i]), name=f"held{i}", order=order) for i in range(3)]
+    for request in held:
+        ctl.request_arrived(request)
+    ctl.step()  # the wake
+    ctl.on_pods(listing(server_pod(ip="10.1.0.9"), locale_pod(0), locale_pod(1)))
+    ctl.step()  # WAKING -> AWAKE: forwards the held ones, in order
+    ctl.request_arrived(Named(received_at=clock(), session=b"new", name="new", order=order))
+    assert order == ["held0", "held1", "held2", "new"]
+
+
+def test_a_request_arriving_before_the_controller_saw_ready_still_waits_its_turn() -> None:
+    """The pod watch reports Ready; a request that arrives before the next step() is forwarded after the held
+    ones, not before them."""
+    s = replace(SETTINGS, sleep_when_idle=False)
+    ctl, _, clock, _ = build(settings=s)
+    order: list[str] = []
+    ctl.on_pods(listing(server_pod(ready=False)))
+    for i in range(2):
+        ctl.request_arrived(Named(received_at=clock(), session=bytes([i]), name=f"held{i}", order=order))
+    ctl.on_pods(listing(server_pod(ready=True)))
+    ctl.request_arrived(Named(received_at=clock(), session=b"new", name="new", order=order))
+    assert order == ["held0", "held1", "new"]
+
+
+def test_without_idle_sleep_the_controller_never_reads_nor_scales_the_statefulsets() -> None:
+    s = replace(SETTINGS, sleep_when_idle=False)
+    ctl, api, clock, _ = build(settings=s, locale=7)
+    ctl.on_pods(listing(server_pod(), locale_pod(0), locale_pod(1), gate_pod()))
+    for _ in range(10):
+        clock.advance(10_000)
+        ctl.step()
+    assert phase_of(ctl) is Phase.AWAKE
+    assert [op for op, _ in api.calls if op in ("get_replicas", "set_replicas")] == []
+    assert api.replicas == {SERVER: 1, LOCALE: 7}
+    # a restarting server: requests wait for it (up to the wake timeout), nothing is scaled
+    ctl.on_pods(listing(server_pod(ready=False)))
+    request = FakeRequest(received_at=clock())
+    ctl.request_arrived(request)
+    clock.advance(101)
+    ctl.step()
+    assert request.failed and "not Ready after 100 s" in request.failed[0]
+    assert scale_calls(api) == []

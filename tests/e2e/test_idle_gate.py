@@ -2,14 +2,17 @@
 
 Top to bottom against one release (short timeouts set by values): it goes to zero server and locale pods with
 Events saying why while its Service stays; a client connecting to the sleeping release gets its first reply
-without reconnecting by hand; a request longer than the idle timeout (the stand-in's test-double command
-standin_sleep) is not cut; `helm upgrade` while asleep stays asleep; a wake that cannot be satisfied (a
-nodeSelector no node has) ends at its deadline with an Event and an error at the client, then succeeds once the
-node is labelled; `helm uninstall` leaves nothing behind, gate included.
+without reconnecting by hand; a client that stays connected and silent lets the release sleep and stay asleep
+until its next request, answered on the same socket; 16 clients of a sleeping release are all answered after
+exactly one wake; a request longer than the idle timeout (the stand-in's test-double command standin_sleep) is
+not cut; `helm upgrade` while asleep stays asleep; a wake that cannot be satisfied (a nodeSelector no node has)
+ends at its deadline with an Event and an error at the client, then succeeds once the node is labelled; `helm
+uninstall` leaves nothing behind, gate included.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -124,7 +127,67 @@ def test_a_client_of_the_sleeping_release_gets_its_first_reply_without_reconnect
     assert result.config["numLocales"] == 3
     assert "STAND-IN" in result.config["arkoudaVersion"]
     assert [r for r in reasons(kube, ns, gate) if r in ("Waking", "Awake")][-2:] == ["Waking", "Awake"]
-    assert "client connection" in event_message(kube, ns, gate, "Waking")
+    assert "client request" in event_message(kube, ns, gate, "Waking")
+
+
+def connected(port: int, *, timeout: float) -> tuple[zmq.Context[zmq.Socket[bytes]], zmq.Socket[bytes]]:
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    sock = ctx.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, int(timeout * 1000))
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    return ctx, sock
+
+
+def test_a_connected_silent_client_lets_the_release_sleep_until_its_next_request_on_the_same_socket(
+    kube: Kube, ns: str
+) -> None:
+    gate = gate_pod(kube, ns)
+    kube.watch_pods_until(ns, PODS_SEL, all_ready(3), timeout=240, what="release awake")
+    with port_forward(ns, SERVICE, 5555) as port:
+        ctx, sock = connected(port, timeout=240)
+        try:
+            sock.send(request_bytes("getconfig", user="notebook", token=None))
+            assert b'"NORMAL"' in sock.recv()
+            wakes = reasons(kube, ns, gate).count("Waking")
+            asleep_at = wait_asleep(kube, ns, timeout=IDLE_SECONDS + 120)  # connected and silent: it sleeps
+            time.sleep(3 * IDLE_SECONDS)  # and stays asleep while the session is open
+            assert kube.pods(ns, PODS_SEL) == []
+            assert reasons(kube, ns, gate).count("Waking") == wakes
+            began = time.monotonic()
+            sock.send(request_bytes("getconfig", user="notebook", token=None))  # the same socket, no reconnect
+            reply = json.loads(sock.recv())
+            took = time.monotonic() - began
+        finally:
+            sock.close(0)
+            ctx.term()
+    assert reply["msgType"] == "NORMAL"
+    assert json.loads(reply["msg"])["numLocales"] == 3
+    assert reasons(kube, ns, gate).count("Waking") == wakes + 1
+    print(f"\nsilent connected client: asleep {began - asleep_at:.0f} s before its next request; "
+          f"that request answered on the same socket after {took:.1f} s (one wake)")
+
+
+def test_sixteen_clients_of_a_sleeping_release_are_answered_after_exactly_one_wake(kube: Kube, ns: str) -> None:
+    gate = gate_pod(kube, ns)
+    wait_asleep(kube, ns, timeout=IDLE_SECONDS + 120)
+    wakes = reasons(kube, ns, gate).count("Waking")
+    with port_forward(ns, SERVICE, 5555) as port:
+        clients = [connected(port, timeout=240) for _ in range(16)]
+        try:
+            began = time.monotonic()
+            for i, (_, sock) in enumerate(clients):
+                sock.send(request_bytes("getconfig", user=f"c{i}", token=None))
+            replies = [json.loads(sock.recv()) for _, sock in clients]
+            took = time.monotonic() - began
+        finally:
+            for ctx, sock in clients:
+                sock.close(0)
+                ctx.term()
+    assert [r["msgType"] for r in replies] == ["NORMAL"] * 16
+    assert [r["user"] for r in replies] == [f"c{i}" for i in range(16)]
+    assert reasons(kube, ns, gate).count("Waking") == wakes + 1
+    print(f"\n16 clients of a sleeping release: all answered {took:.1f} s after their requests, one wake")
 
 
 def test_a_request_longer_than_the_idle_timeout_is_not_cut(kube: Kube, ns: str) -> None:

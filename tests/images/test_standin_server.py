@@ -263,6 +263,21 @@ def test_standin_sleep_holds_the_client_port_for_the_given_time(servers: list[Se
         assert "standin_sleep" in err["msg"]
 
 
+def test_standin_wedge_answers_then_the_client_port_reads_nothing_while_the_process_lives(
+    servers: list[Server], tmp_path: Path
+) -> None:
+    s = start(servers, tmp_path / "work", METRICS)
+    answer = ask(s.port, "standin_wedge")
+    assert answer is not None
+    assert answer["msgType"] == "NORMAL"
+    assert "wedged" in answer["msg"]
+    assert ask(s.port, "ruok", timeout=2) is None  # the loop reads nothing any more
+    assert s.proc.poll() is None
+    assert ask(s.metrics_port, "getconfig") is not None  # the other daemon lives on
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.wait() == 0
+
+
 # --- start-up files and the token ---------------------------------------------------------------------------
 
 

@@ -126,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser(
         "gate",
-        help="the idle gate vs a direct connection (round trip, 256 MiB), on loopback",
+        help="the gate vs a direct connection (round trip, 256 MiB request and reply), on loopback",
     )
     g.add_argument("--repeats", type=_positive, default=5)
     g.add_argument("--round-trips", type=_positive, default=2000, help="requests per repeat")

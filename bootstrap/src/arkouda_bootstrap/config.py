@@ -171,7 +171,7 @@ class ExporterSettings:
     timeout: float = DEFAULT_EXPORTER_TIMEOUT
 
 
-# The idle gate: the client port it listens on, its idle timeout, and how long a wake may take before the
+# The gate: the client port it listens on, its idle timeout, and how long a wake may take before the
 # client gets an error (long enough for a cluster autoscaler to add nodes) and how long it then waits.
 DEFAULT_GATE_HOST = "0.0.0.0"  # noqa: S104 - the client Service reaches the gate pod's IP
 DEFAULT_IDLE_TIMEOUT = 900.0
@@ -179,6 +179,18 @@ DEFAULT_WAKE_TIMEOUT = 900.0
 DEFAULT_WAKE_BACKOFF = 60.0
 # the gate's HTTP /metrics, also its readiness probe (a probe on the client port would wake the release)
 DEFAULT_GATE_METRICS_PORT = 9557
+# The request checks: the JSON envelope is parsed only below this size; any one frame above the message limit
+# ends the client's connection unread (the gate stores each message once: its memory limit must hold it).
+DEFAULT_GATE_MAX_ENVELOPE_BYTES = 1 << 20
+DEFAULT_GATE_MAX_MESSAGE_BYTES = 1 << 30
+# Requests held while the server is not Ready (a wake, a relaunch): in total, and per client session (a REQ
+# client has one request at a time).
+DEFAULT_GATE_MAX_HELD = 256
+DEFAULT_GATE_MAX_HELD_PER_SESSION = 1
+# The health check of the server's request loop: a probe after this many quiet seconds, dead after no answer
+# for this long (a relaunch of an Arkouda server with its locales takes longer than that anyway).
+DEFAULT_GATE_HEALTH_INTERVAL = 10.0
+DEFAULT_GATE_HEALTH_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -196,9 +208,21 @@ class GateSettings:
     connection_is_activity: bool = False
     wake_timeout: float = DEFAULT_WAKE_TIMEOUT
     wake_backoff: float = DEFAULT_WAKE_BACKOFF
-    # HTTP port of the gate's /metrics, also its readiness probe (a probe on the client port would be a client,
-    # and wake the release); 0: none
+    # HTTP port of the gate's /metrics and /readyz (its readiness probe: a probe on the client port would be a
+    # client); 0: none
     metrics_port: int = 0
+    # scale the release to 0 when idle (global.idle.enabled); False: never scale
+    sleep_when_idle: bool = False
+    # the release's token file (server.authenticate): requests must carry it; None: no token check
+    token_file: Path | None = None
+    allow_shutdown: bool = False
+    max_envelope_bytes: int = DEFAULT_GATE_MAX_ENVELOPE_BYTES
+    max_message_bytes: int = DEFAULT_GATE_MAX_MESSAGE_BYTES
+    max_held: int = DEFAULT_GATE_MAX_HELD
+    max_held_per_session: int = DEFAULT_GATE_MAX_HELD_PER_SESSION
+    # seconds; health_interval 0: no health check
+    health_interval: float = DEFAULT_GATE_HEALTH_INTERVAL
+    health_timeout: float = DEFAULT_GATE_HEALTH_TIMEOUT
 
 
 # ----------------------------------------------------------------------------------------------------------

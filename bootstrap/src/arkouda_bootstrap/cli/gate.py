@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from arkouda_bootstrap import config
@@ -74,11 +75,11 @@ GATE = [
         "metrics_port",
         "--metrics-port",
         "ARKOUDA_GATE_METRICS_PORT",
-        "HTTP port of the gate's Prometheus /metrics (and its readiness probe: not the client port, where a probe "
-        "would wake the release)",
+        "HTTP port of the gate's Prometheus /metrics and its readiness /readyz (not the client port, where a probe "
+        "would be a client)",
         config.DEFAULT_GATE_METRICS_PORT,
-        doc="HTTP port of its Prometheus `/metrics` and readiness probe (a probe on the client port would wake the "
-        "release)",
+        doc="HTTP port of its Prometheus `/metrics` and readiness `/readyz` (a probe on the client port would be a "
+        "client)",
     ),
     Opt(
         "idle_timeout",
@@ -112,6 +113,71 @@ GATE = [
         config.DEFAULT_WAKE_BACKOFF,
         doc="pause after a missed wake deadline",
     ),
+    # the request checks, the held-request bound and the health check
+    Opt(
+        "sleep_when_idle",
+        "--sleep-when-idle",
+        "ARKOUDA_IDLE_ENABLED",
+        "scale the release to 0 when idle and wake it for a request (without: never scale)",
+        boolean=True,
+        doc="scale to 0 when idle, wake for a request",
+    ),
+    Opt(
+        "token_file",
+        "--token-file",
+        "ARKOUDA_GATE_TOKEN_FILE",
+        "the release's token (server.authenticate): a request without it is refused (default: no token check)",
+        unset="(unset: no check)",
+        doc="the release's token",
+    ),
+    Opt(
+        "allow_shutdown",
+        "--allow-shutdown",
+        "ARKOUDA_GATE_ALLOW_SHUTDOWN",
+        "forward `shutdown`",
+        boolean=True,
+        doc="forward a client's `shutdown`",
+    ),
+    Opt(
+        "max_envelope_bytes",
+        "--max-envelope-bytes",
+        "ARKOUDA_GATE_MAX_ENVELOPE_BYTES",
+        "a request's JSON envelope above this size is refused unparsed",
+        config.DEFAULT_GATE_MAX_ENVELOPE_BYTES,
+        doc="largest JSON envelope parsed",
+    ),
+    Opt(
+        "max_message_bytes",
+        "--max-message-bytes",
+        "ARKOUDA_GATE_MAX_MESSAGE_BYTES",
+        "a client frame above this size ends its connection unread (the gate's memory holds one message)",
+        config.DEFAULT_GATE_MAX_MESSAGE_BYTES,
+        doc="largest frame taken from a client",
+    ),
+    Opt(
+        "max_held",
+        "--max-held-requests",
+        "ARKOUDA_GATE_MAX_HELD_REQUESTS",
+        "requests held while the server is not Ready, in total (one per client)",
+        config.DEFAULT_GATE_MAX_HELD,
+        doc="requests held in total while not Ready",
+    ),
+    Opt(
+        "health_interval",
+        "--health-interval",
+        "ARKOUDA_GATE_HEALTH_INTERVAL",
+        "seconds without an answer from the server before the gate checks its request loop (0: never)",
+        config.DEFAULT_GATE_HEALTH_INTERVAL,
+        doc="quiet seconds before `ruok` (0: no check)",
+    ),
+    Opt(
+        "health_timeout",
+        "--health-timeout",
+        "ARKOUDA_GATE_HEALTH_TIMEOUT",
+        "seconds the check may go unanswered before the server pod is deleted (relaunched)",
+        config.DEFAULT_GATE_HEALTH_TIMEOUT,
+        doc="unanswered seconds before the server pod is deleted",
+    ),
 ]
 
 
@@ -131,6 +197,15 @@ def gate_settings(v: Values, *, namespace: str) -> GateSettings:
         connection_is_activity=v.boolean("connection_is_activity"),
         wake_timeout=v.number("wake_timeout"),
         wake_backoff=v.number("wake_backoff"),
+        sleep_when_idle=v.boolean("sleep_when_idle"),
+        token_file=v.optional("token_file", lambda value, **_: Path(value.strip())),
+        allow_shutdown=v.boolean("allow_shutdown"),
+        max_envelope_bytes=v.integer("max_envelope_bytes", minimum=64),
+        max_message_bytes=v.integer("max_message_bytes", minimum=1024),
+        max_held=v.integer("max_held", minimum=1),
+        # 0 turns the health check off; any other value is a positive number of seconds
+        health_interval=0.0 if v.required("health_interval") == "0" else v.number("health_interval"),
+        health_timeout=v.number("health_timeout"),
     )
 
 
@@ -143,11 +218,11 @@ def run(v: Values, command: Sequence[str], api_factory: Callable[[], KubeApi]) -
 
 COMMAND = Subcommand(
     name="gate",
-    help="own the client port: forward to the server, scale to 0 when idle, wake for a client",
-    epilog="Runs until SIGTERM. Splices each client connection to the server pod (bytes never parsed); a client "
-    "arriving while the release sleeps is held until the server pod is Ready. Events on its own pod: IdleDraining, "
-    "Asleep, Waking, Awake, WakeTimeout. A new value of the annotation arkouda-k8s.io/wake on its pod wakes the "
-    "release.",
+    help="own the client port: check and forward requests, check the server, sleep when idle",
+    epilog="Runs until SIGTERM. Ends each client's ZeroMQ session, checks every request (envelope, size, token, "
+    "shutdown) and answers a failing one itself; forwards the others to the server pod, holding them while it is "
+    "not Ready. Events on its own pod: IdleDraining, Asleep, Waking, Awake, WakeTimeout, ServerUnresponsive, "
+    "ServerAnswering. A new value of the annotation arkouda-k8s.io/wake on its pod wakes the release.",
     tables={"gate": GATE},
     run=run,
 )

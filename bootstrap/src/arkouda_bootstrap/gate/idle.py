@@ -1,11 +1,11 @@
-"""The idle gate's decision, pure (no I/O, the clock injected): what the forwarded traffic says, and when the
+"""The idle gate's decision, pure (no I/O, the clock injected): what the client requests say, and when the
 release may go to sleep.
 
-Arkouda's client is a ZeroMQ REQ socket: after a request it sends nothing until the reply has come. So the
-direction of the bytes is enough, without reading the protocol: a connection whose client sent bytes after the
-server's last ones has a request in flight. The release is idle when no request is in flight and nothing moved
-for `timeout_seconds` (optionally: and no client connection is open), counted from the moment the server pod
-became Ready (a release that is starting, relaunching or waking is never idle).
+The gate ends every client's ZeroMQ session itself, so it sees each request and its reply. The release is idle
+when no request is in flight (held or at the server) and none came or was answered for `timeout_seconds`
+(optionally: and no client connection is open), counted from the moment the server pod became Ready (a release
+that is starting, relaunching or waking is never idle). A connection that opens or closes is not a request: a
+notebook that stays connected and silent lets the release sleep. The gate's own health checks are not counted.
 """
 
 from __future__ import annotations
@@ -32,46 +32,39 @@ class TrafficSnapshot:
 
 
 class Traffic:
-    """Per forwarded connection: whether a request is in flight (client bytes after the server's last bytes);
-    and when anything last happened (bytes either way, a connection opened or closed, the server became Ready)."""
+    """Client requests in flight (received, not yet answered), open client connections, and when a request last
+    came or was answered (or the server became Ready)."""
 
     def __init__(self, *, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self._awaiting: dict[int, bool] = {}
-        self._next = 0
+        self._in_flight = 0
+        self._connections = 0
         self.last_activity = clock()
 
     def touch(self) -> None:
         self.last_activity = max(self.last_activity, self._clock())
 
-    def opened(self) -> int:
-        self._next += 1
-        self._awaiting[self._next] = False
-        self.touch()
-        return self._next
+    def connection_opened(self) -> None:
+        self._connections += 1
 
-    def closed(self, conn: int) -> None:
-        self._awaiting.pop(conn, None)
-        self.touch()
+    def connection_closed(self) -> None:
+        self._connections = max(0, self._connections - 1)
 
-    def client_sent(self, conn: int) -> None:
-        if conn in self._awaiting:
-            self._awaiting[conn] = True
+    def request_started(self) -> None:
+        self._in_flight += 1
         self.touch()
 
-    def server_sent(self, conn: int) -> None:
-        if conn in self._awaiting:
-            self._awaiting[conn] = False
+    def request_ended(self) -> None:
+        self._in_flight = max(0, self._in_flight - 1)
         self.touch()
 
-    def in_flight(self, conn: int) -> bool:
-        return self._awaiting.get(conn, False)
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
 
     def snapshot(self) -> TrafficSnapshot:
         return TrafficSnapshot(
-            open_connections=len(self._awaiting),
-            in_flight=sum(self._awaiting.values()),
-            last_activity=self.last_activity,
+            open_connections=self._connections, in_flight=self._in_flight, last_activity=self.last_activity
         )
 
 

@@ -1,334 +1,161 @@
-"""`arkouda-bootstrap gate`: the always-on door of a release that sleeps when idle.
+"""`arkouda-bootstrap gate`: the front door of an Arkouda release (pyzmq on an asyncio loop).
 
-It listens on the client port (the client Service selects it) and splices every client TCP connection to the
-server pod while the release is awake: bytes move socket → pipe → socket with splice(2) as they come, never
-parsed or copied through this process, and their direction tells the idle decision (idle.py) whether a request
-is in flight. A connection that arrives while the release sleeps or starts is accepted and held unread (its
-bytes wait in the kernel); the controller (sleepwake.py) scales the release up and the connection is spliced
-once the server pod is Ready, so the client's own bytes reach the server first. A wake that misses its
-deadline ends the held connections at a loopback ZeroMQ REP socket (pyzmq) that answers their request with an
-Arkouda ERROR reply naming the reason, so the client raises instead of waiting for ever.
+Clients' ZeroMQ sessions end here: a ROUTER socket on the client port takes every client (Arkouda's client is a
+REQ socket), so a session survives a server relaunch, a sleep and a wake without the client reconnecting. Each
+request is checked (envelope.py) before it goes on; one that fails is answered here with Arkouda's ERROR reply
+and never reaches the server, whose request loop it would end. A checked request goes to the controller
+(sleepwake.py), which forwards it to the Ready server pod or holds it until the pod is Ready (a wake, a
+relaunch), in order and within bounds.
 
-The release's pods reach the controller through a list-then-watch (podwatch.follow_pods) in a thread.
+The gate's own connection to the server is one DEALER socket per server incarnation (a pod uid): Arkouda's REP
+socket returns the envelope it received, so each request carries the gate's tag and the reply finds its client.
+Frames pass as zero-copy pyzmq frames: a payload is never parsed nor copied in Python. A lost connection or a
+new server answers the requests it had in flight with an error, so no client waits for ever.
+
+While nothing is in flight the gate checks the server's request loop (health.py); a loop that stops answering
+gets a ServerUnresponsive Event, the gate's readiness goes false, and the server pod is deleted so that its
+StatefulSet starts it again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import json
+import functools
+import itertools
 import logging
-import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import zmq
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+from zmq.utils.monitor import parse_monitor_message
 
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.gate.envelope import (
+    Limits,
+    Refusal,
+    Refused,
+    TokenFile,
+    check_request,
+    error_reply,
+    request_bytes,
+)
+from arkouda_bootstrap.gate.health import PROBE_COMMAND, HealthCheck, HealthPolicy
 from arkouda_bootstrap.gate.idle import Traffic
-from arkouda_bootstrap.gate.metrics import serve_metrics
-from arkouda_bootstrap.gate.sleepwake import Controller, StatefulSetMissingError
+from arkouda_bootstrap.gate.metrics import GateStats, serve_metrics
+from arkouda_bootstrap.gate.pump import Pump
+from arkouda_bootstrap.gate.sleepwake import Backend, Controller, StatefulSetMissingError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodList, PodRef, ScaleApi
-from arkouda_bootstrap.kube.events import EventRecorder
+from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.podwatch import follow_pods
 
 log = logging.getLogger(__name__)
 
-# Seconds a failed client stays connected to the error socket (its request answered) before it is closed, so
-# that its next request opens a new connection, which starts a new wake.
-ERROR_LINGER_SECONDS = 5.0
-# A Ready server that refuses the connection (just restarted) is tried again this much later.
-RECONNECT_SECONDS = 1.0
-# Bytes are moved with splice(2) through a pipe of this size per direction: no copy through user space and one
-# system call pair per pipe full (the cost of a large transfer: bench/README.md, "idle gate").
-PIPE_BYTES = 1 << 20
-SPLICE_FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK
-# An accept that fails for want of file descriptors is tried again this much later, not in a tight loop.
-ACCEPT_PAUSE_SECONDS = 1.0
 WATCH_CHUNK_SECONDS = 300
+COALESCE_SECONDS = 0.01
 STATEFULSET_WAIT_SECONDS = 120.0
+# The user name of the gate's own health-check requests (Arkouda logs it).
+PROBE_USER = "arkouda-gate"
 
 
 class GateApi(KubeApi, ScaleApi, Protocol):
-    """What the gate calls: the pods of the release and the scale of its two StatefulSets."""
+    """What the gate calls: the pods of the release (and delete of the server pod) and the scale of its two
+    StatefulSets."""
 
 
-class ErrorAnswer:
-    """ZeroMQ REP on a loopback port: every request gets an Arkouda ERROR reply with the current message (the
-    reply record of Arkouda's MsgTuple; the request's `user` is echoed as the server does)."""
+@dataclass
+class GateRequest:
+    """A checked client request: its envelope (the client's routing id and delimiter), its frames."""
 
-    def __init__(self) -> None:
-        import zmq
+    gate: Gate
+    envelope: list[zmq.Frame]
+    frames: list[zmq.Frame]
+    session: bytes
+    user: str
+    cmd: str
+    received_at: float
+    done: bool = False
 
-        self._ctx: Any = zmq.Context()
-        self._sock: Any = self._ctx.socket(zmq.REP)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        self.port: int = self._sock.bind_to_random_port("tcp://127.0.0.1")
-        self._message = "the Arkouda release is not available"
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+    def forward(self, backend: Backend) -> None:
+        self.gate.forward(self, backend)
 
-    def set_message(self, message: str) -> None:
-        with self._lock:
-            self._message = message
+    def fail(self, message: str) -> None:
+        self.gate.answer_error(self, message, Refusal.NOT_READY)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._serve, name="gate-error-answer", daemon=True)
-        self._thread.start()
 
-    def _serve(self) -> None:
-        import zmq
+@dataclass
+class _Link:
+    """The gate's DEALER to one server incarnation and the requests it has in flight (by tag)."""
 
-        while True:
-            try:
-                frames = self._sock.recv_multipart()
-            except zmq.ZMQError:  # the context was terminated (close()): the socket is this thread's to close
-                self._sock.close(0)
-                return
-            try:
-                user = str(json.loads(frames[0].split(b"BINARY_PAYLOAD", 1)[0]).get("user") or "")
-            except (ValueError, AttributeError, IndexError):
-                user = ""
-            with self._lock:
-                message = self._message
-            reply = {"msg": message, "msgType": "ERROR", "msgFormat": "STRING", "user": user, "payload": ""}
-            self._sock.send(json.dumps(reply).encode())
+    backend: Backend
+    pending: dict[bytes, GateRequest] = field(default_factory=dict)
+    probe: bytes | None = None
+    pump: Pump = field(init=False)
+    monitor: Pump = field(init=False)
 
     def close(self) -> None:
-        # a ZeroMQ socket belongs to one thread: term() wakes the serving thread, which closes it
-        if self._thread is None:
-            self._sock.close(0)
-        self._ctx.term()
+        self.pump.sock.disable_monitor()
+        self.monitor.close()
+        self.pump.close()
 
 
-class _Flow:
-    """One direction of a spliced connection: `src` → a pipe → `dst` with splice(2), so the bytes move between the
-    two sockets inside the kernel (socket buffers to pipe pages and back) and never through this process's memory.
-    Readiness comes from the event loop (add_reader/add_writer); every splice is non-blocking. While `dst` cannot
-    take what the pipe holds, `src` is not read (flow control: at most one pipe of bytes in the gate)."""
+class Gate:
+    """The client ROUTER, the server link, the controller's loop and the health check, on one event loop."""
 
     def __init__(
         self,
         *,
-        link: _Link,
-        src: socket.socket,
-        dst: socket.socket,
-        moved: Callable[[], None],
+        settings: GateSettings,
+        controller: Controller,
+        traffic: Traffic,
+        health: HealthCheck,
+        events: EventRecorder,
+        api: KubeApi | None,
+        clock: Callable[[], float],
+        token: Callable[[], bytes] | None,
     ) -> None:
-        self._link = link
-        self._loop = asyncio.get_running_loop()
-        self._src, self._dst = src.fileno(), dst.fileno()
-        self._dst_sock = dst
-        self._moved = moved
-        self._pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size: the default size serves too
-            fcntl.fcntl(self._pipe_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        self._capacity = fcntl.fcntl(self._pipe_w, fcntl.F_GETPIPE_SZ)
-        self._pending = 0  # bytes in the pipe, not yet in dst
-        self._eof = False
-        self.done = False
-        self._reading = self._writing = False
-
-    def start(self) -> None:
-        self._read(on=True)
-
-    def _read(self, *, on: bool) -> None:
-        if on and not self._reading:
-            self._loop.add_reader(self._src, self._readable)
-        elif not on and self._reading:
-            self._loop.remove_reader(self._src)
-        self._reading = on
-
-    def _write(self, *, on: bool) -> None:
-        if on and not self._writing:
-            self._loop.add_writer(self._dst, self._writable)
-        elif not on and self._writing:
-            self._loop.remove_writer(self._dst)
-        self._writing = on
-
-    def _readable(self) -> None:
-        try:
-            n = os.splice(self._src, self._pipe_w, self._capacity - self._pending, flags=SPLICE_FLAGS)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self._link.close(f"read: {exc}")
-            return
-        if n == 0:
-            self._eof = True
-            self._read(on=False)
-        else:
-            self._pending += n
-            self._moved()
-        self._drain()
-
-    def _writable(self) -> None:
-        self._drain()
-
-    def _drain(self) -> None:
-        while self._pending:
-            try:
-                self._pending -= os.splice(self._pipe_r, self._dst, self._pending, flags=SPLICE_FLAGS)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                self._link.close(f"write: {exc}")
-                return
-        if self._pending:  # dst is full: wait until it can take more, read nothing meanwhile
-            self._read(on=False)
-            self._write(on=True)
-            return
-        self._write(on=False)
-        if not self._eof:
-            self._read(on=True)
-        elif not self.done:  # the end is passed on: the other side may still be sending
-            self.done = True
-            with contextlib.suppress(OSError):
-                self._dst_sock.shutdown(socket.SHUT_WR)
-            self._link.flow_done()
-
-    def stop(self) -> None:
-        self._read(on=False)
-        self._write(on=False)
-        os.close(self._pipe_r)
-        os.close(self._pipe_w)
-
-
-class _Link:
-    """One client connection: held unread, then spliced to a server (or to the error socket)."""
-
-    def __init__(self, gate: Gate, client: socket.socket) -> None:
-        self._gate = gate
-        self.client = client
-        self.backend: socket.socket | None = None
-        self.accepted_at = gate.clock()
-        self._conn: int | None = None  # its id in Traffic while spliced to the server
-        self._done = False
-        self._flows: list[_Flow] = []
-        self._peer = _peer(client)
-
-    # HeldClient
-    def splice(self, host: str, port: int) -> None:
-        self._gate.spawn(self._connect(host, port, failed=False))
-
-    def fail(self, message: str) -> None:
-        log.warning("client %s: %s", self._peer, message)
-        self._gate.errors.set_message(message)
-        self._gate.spawn(self._connect("127.0.0.1", self._gate.errors.port, failed=True))
-
-    async def _connect(self, host: str, port: int, *, failed: bool) -> None:
-        if self._done:
-            return
-        loop = asyncio.get_running_loop()
-        backend: socket.socket | None = None
-        try:
-            family, kind, proto, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
-            backend = socket.socket(family, kind, proto)
-            backend.setblocking(False)
-            await loop.sock_connect(backend, address)
-        except OSError as exc:
-            if backend is not None:
-                backend.close()
-            if failed:
-                self.close(f"error socket: {exc}")
-                return
-            log.info("server %s:%d refused the connection (%s); holding the client", host, port, exc)
-            loop.call_later(RECONNECT_SECONDS, self._gate.arrived, self)
-            return
-        if self._done:
-            backend.close()
-            return
-        _nodelay(backend)
-        self.backend = backend
-        if failed:
-            loop.call_later(ERROR_LINGER_SECONDS, self.close)
-        else:
-            self._conn = self._gate.traffic.opened()
-            log.debug("client %s spliced to %s:%d", self._peer, host, port)
-        # the client's bytes held so far (ZeroMQ's greeting, its first request) are still in the kernel: the
-        # first splice of the client's flow moves them to the server first
-        self._flows = [
-            _Flow(link=self, src=self.client, dst=backend, moved=self._client_sent),
-            _Flow(link=self, src=backend, dst=self.client, moved=self._server_sent),
-        ]
-        for flow in self._flows:
-            flow.start()
-
-    def _client_sent(self) -> None:
-        if self._conn is not None:
-            self._gate.traffic.client_sent(self._conn)
-
-    def _server_sent(self) -> None:
-        if self._conn is not None:
-            self._gate.traffic.server_sent(self._conn)
-
-    def flow_done(self) -> None:
-        """Both sides have ended their bytes: the link ends."""
-        if all(flow.done for flow in self._flows):
-            self.close()
-
-    def close(self, why: str = "") -> None:
-        if self._done:
-            return
-        self._done = True
-        if why:
-            log.debug("client %s: closed (%s)", self._peer, why)
-        for flow in self._flows:
-            flow.stop()
-        self.client.close()
-        if self.backend is not None:
-            self.backend.close()
-        if self._conn is not None:
-            self._gate.traffic.closed(self._conn)
-            self._gate.changed()
-
-
-def _peer(sock: socket.socket) -> str:
-    try:
-        peer = sock.getpeername()
-    except OSError:
-        return "?"
-    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
-
-
-def _nodelay(sock: socket.socket) -> None:
-    """Requests and replies are passed on as they come (ZeroMQ sets the same on its own sockets)."""
-    if sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-class Gate:
-    """The listening socket, the splices and the controller's loop, on one asyncio event loop."""
-
-    def __init__(self, *, controller: Controller, traffic: Traffic, clock: Callable[[], float]) -> None:
+        self._s = settings
         self.controller = controller
         self.traffic = traffic
+        self.health = health
+        self._events = events
+        self._api = api
         self.clock = clock
-        self.errors = ErrorAnswer()
+        self._token = token
+        self._limits = Limits(max_envelope_bytes=settings.max_envelope_bytes, allow_shutdown=settings.allow_shutdown)
+        self.stats = GateStats()
+        self._ctx: zmq.Context[Any] = zmq.Context()
+        self._front: Pump | None = None
+        self._link: _Link | None = None
+        self._tags = itertools.count(1)
         self._changed = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._fatal: BaseException | None = None
         self._stop = asyncio.Event()
+        self._fatal: BaseException | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self.listening = threading.Event()  # set once `port` is bound (tests and benches start it in a thread)
         self.port = 0
 
-    def spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+    # -- plumbing --------------------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.fatal(task.exception())  # type: ignore[arg-type]
 
     def changed(self) -> None:
         self._changed.set()
-
-    def arrived(self, link: _Link) -> None:
-        self.controller.client_arrived(link)
-        self.changed()
 
     def on_pods(self, item: PodList | PodEvent) -> None:
         self.controller.on_pods(item)
@@ -341,61 +168,231 @@ class Gate:
     def stop(self) -> None:
         self._stop.set()
 
+    def _send_front(self, frames: list[Any]) -> None:
+        if self._front is not None:
+            self._front.send(frames)
+
+    # -- the clients -----------------------------------------------------------------------------------------
+
     async def serve(self, *, host: str, port: int, on_listening: Callable[[], None] | None = None) -> None:
-        loop = asyncio.get_running_loop()
-        self.errors.start()
-        family, _, _, _, address = (
-            await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        )[0]
-        listener = socket.create_server(address, family=family, backlog=128)
-        listener.setblocking(False)
-        loop.add_reader(listener.fileno(), self._accept, listener)
-        self.port = listener.getsockname()[1]
+        front = self._ctx.socket(zmq.ROUTER)
+        front.setsockopt(zmq.LINGER, 0)
+        front.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        front.setsockopt(zmq.MAXMSGSIZE, self._s.max_message_bytes)
+        front.setsockopt(zmq.SNDHWM, 0)  # replies wait for a slow client instead of being dropped
+        address = f"tcp://{'*' if host in ('0.0.0.0', '') else host}"  # noqa: S104 - the listen address
+        if port:
+            front.bind(f"{address}:{port}")
+            self.port = port
+        else:
+            self.port = front.bind_to_random_port(address)
+        monitor = Pump(front.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED), self._connection)
+        self._front = Pump(front, self._received)
         self.listening.set()
         log.info("gate listening on %s:%d", host, self.port)
         if on_listening is not None:
             on_listening()
-        control = loop.create_task(self._control())
-        stop = loop.create_task(self._stop.wait())
+        control = self._spawn(self._control())
         try:
-            await asyncio.wait({control, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if control.done() and control.exception() is not None:
-                raise control.exception()  # type: ignore[misc]
+            await self._stop.wait()
             if self._fatal is not None:
                 raise self._fatal
         finally:
-            control.cancel()
-            stop.cancel()
-            await asyncio.gather(control, stop, return_exceptions=True)
-            loop.remove_reader(listener.fileno())
-            listener.close()
-            self.errors.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(control, *self._tasks, return_exceptions=True)
+            self._drop_link("the gate is stopping")
+            front.disable_monitor()
+            monitor.close()
+            self._front.close()
+            self._front = None
+            self._ctx.term()
 
-    def _accept(self, listener: socket.socket) -> None:
-        """Every pending connection is taken and held unread (its bytes stay in the kernel until the splice)."""
-        while True:
-            try:
-                client, _ = listener.accept()
-            except BlockingIOError:
-                return
-            except OSError as exc:  # e.g. out of file descriptors: the listener stays readable, so pause it
-                log.warning("accepting a client: %s; again in %g s", exc, ACCEPT_PAUSE_SECONDS)
-                loop = asyncio.get_running_loop()
-                loop.remove_reader(listener.fileno())
-                loop.call_later(ACCEPT_PAUSE_SECONDS, loop.add_reader, listener.fileno(), self._accept, listener)
-                return
-            client.setblocking(False)
-            _nodelay(client)
-            self.arrived(_Link(self, client))
+    def _connection(self, frames: list[zmq.Frame]) -> None:
+        """Open client connections: only `connectionIsActivity` reads them (a session is not a request)."""
+        event = parse_monitor_message([f.bytes for f in frames])
+        if event["event"] == zmq.EVENT_ACCEPTED:
+            self.traffic.connection_opened()
+        elif event["event"] == zmq.EVENT_DISCONNECTED:
+            self.traffic.connection_closed()
+        self.changed()
+
+    def _received(self, frames: list[zmq.Frame]) -> None:
+        # [routing id, empty delimiter (REQ), request frames...]; a client without the delimiter gets the same
+        # envelope back
+        cut = 2 if len(frames) > 1 and len(frames[1].buffer) == 0 else 1
+        envelope, body = frames[:cut], frames[cut:]
+        checked = check_request([f.buffer for f in body], limits=self._limits, token=self._current_token)
+        if isinstance(checked, Refused):
+            log.warning("refused a request of user %r (%s): %s", checked.user, checked.cmd or "?", checked.message)
+            self.stats.refused[checked.reason] += 1
+            self._send_front([*envelope, error_reply(checked.message, user=checked.user, cmd=checked.cmd)])
+            return
+        request = GateRequest(
+            gate=self,
+            envelope=envelope,
+            frames=body,
+            session=envelope[0].bytes,
+            user=checked.user,
+            cmd=checked.cmd,
+            received_at=self.clock(),
+        )
+        self.traffic.request_started()
+        self.controller.request_arrived(request)
+        self.changed()
+
+    def _current_token(self) -> bytes | None:
+        return None if self._token is None else self._token()
+
+    def answer_error(self, request: GateRequest, message: str, reason: Refusal) -> None:
+        if request.done:
+            return
+        request.done = True
+        log.warning("answering %s of user %r with an error: %s", request.cmd, request.user, message)
+        self.stats.refused[reason] += 1
+        self.traffic.request_ended()
+        self._send_front([*request.envelope, error_reply(message, user=request.user, cmd=request.cmd)])
+        self.changed()
+
+    # -- the server ------------------------------------------------------------------------------------------
+
+    def forward(self, request: GateRequest, backend: Backend) -> None:
+        link = self._link_to(backend)
+        tag = next(self._tags).to_bytes(8, "big")
+        link.pending[tag] = request
+        link.pump.send([tag, b"", *request.frames])
+        request.frames = []  # libzmq holds its own reference until the bytes are out; a large request is not kept
+        self.stats.forwarded += 1
+
+    def _link_to(self, backend: Backend) -> _Link:
+        if self._link is not None and self._link.backend == backend:
+            return self._link
+        self._drop_link(f"the server is now pod {backend.pod} ({backend.host})")
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, 0)  # the gate bounds what it holds itself
+        sock.setsockopt(zmq.RCVHWM, 0)
+        monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        sock.connect(f"tcp://{backend.host}:{backend.port}")
+        link = _Link(backend=backend)
+        link.pump = Pump(sock, functools.partial(self._reply, link))
+        link.monitor = Pump(monitor, functools.partial(self._server_lost, link))
+        self._link = link
+        self.health.reset()
+        log.info("connected to the server pod %s at %s:%d", backend.pod, backend.host, backend.port)
+        return link
+
+    def _drop_link(self, why: str) -> None:
+        link, self._link = self._link, None
+        if link is None:
+            return
+        link.close()
+        self._fail_pending(link, why)
+
+    def _fail_pending(self, link: _Link, why: str) -> None:
+        pending, link.pending = link.pending, {}
+        link.probe = None
+        for request in pending.values():
+            self.answer_error(
+                request,
+                f"the connection to the Arkouda server ended while this request was in flight ({why}); its "
+                "result is lost: send it again",
+                Refusal.SERVER_LOST,
+            )
+
+    def _reply(self, link: _Link, frames: list[zmq.Frame]) -> None:
+        tag = frames[0].bytes
+        if tag == link.probe:
+            link.probe = None
+            self._answered()
+            return
+        request = link.pending.pop(tag, None)
+        if request is None or request.done:
+            return  # answered already (its connection was given up)
+        request.done = True
+        self._send_front([*request.envelope, *frames[2:]])
+        self.traffic.request_ended()
+        self._answered()
+
+    def _answered(self) -> None:
+        down = self.health.answered()
+        if down is not None:
+            self._events.emit(
+                Reason.SERVER_ANSWERING, f"the server answers requests again, {down:.1f} s after it stopped"
+            )
+        self.changed()
+
+    def _server_lost(self, link: _Link, frames: list[zmq.Frame]) -> None:
+        """The connection broke (the server process ended or restarted): what it had in flight is lost."""
+        event = parse_monitor_message([f.bytes for f in frames])
+        log.warning("the connection to the server pod %s ended (%s)", link.backend.pod, event["endpoint"])
+        if self._link is link:
+            # a new socket for the same pod: the old one's queue and reconnect state go with it
+            self._drop_link("the server process ended or restarted")
+            self.health.reset()
+            self.changed()
+
+    # -- the health check ------------------------------------------------------------------------------------
+
+    def _check_health(self) -> float:
+        """Send a due probe or act on an overdue one; return the seconds until the next check."""
+        link = self._link
+        backend = self.controller.backend()
+        if link is None or backend is None or link.backend != backend:
+            if backend is not None and self.health.enabled:
+                self._link_to(backend)  # a new server: connect and check it before any client needs it
+                return 0.0
+            return float("inf")
+        in_flight = len(link.pending)
+        waited = self.health.overdue()
+        if waited is not None:
+            self._unresponsive(link, waited)
+            return 0.0
+        if self.health.due(in_flight=in_flight):
+            tag = next(self._tags).to_bytes(8, "big")
+            link.probe = tag
+            probe = request_bytes(PROBE_COMMAND, user=PROBE_USER, token=self._current_token())
+            link.pump.send([tag, b"", probe])
+            self.health.sent()
+        return self.health.next_due(in_flight=len(link.pending))
+
+    def _unresponsive(self, link: _Link, waited: float) -> None:
+        pod = link.backend.pod
+        self.stats.unresponsive += 1
+        self._events.emit(
+            Reason.SERVER_UNRESPONSIVE,
+            f"the server's request loop did not answer `{PROBE_COMMAND}` for {waited:.1f} s with nothing else in "
+            f"flight (its port and pod look fine); deleting pod {pod} so that its StatefulSet starts it again",
+        )
+        self._drop_link(f"the server's request loop stopped answering for {waited:.0f} s")
+        if self._api is None:
+            return
+        try:
+            self._api.delete_pod(namespace=self._s.namespace, name=pod)
+            self.stats.relaunches += 1
+        except BootstrapError as exc:
+            if str(exc).startswith("missing RBAC"):
+                self._events.emit(Reason.RBAC_MISSING, str(exc))
+            log.warning("could not delete the unresponsive server pod %s: %s", pod, exc)
+
+    # -- the controller's loop -------------------------------------------------------------------------------
 
     async def _control(self) -> None:
         while True:
             self._changed.clear()
-            delay = self.controller.step()
+            delay = min(self.controller.step(), self._check_health())
             # asyncio.timeout, not wait_for: wait_for in 3.11 can swallow the cancellation at shutdown
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.05, delay)):
                     await self._changed.wait()
+            # news that come meanwhile are taken in the next step: under load the controller runs at most
+            # every COALESCE_SECONDS, not once per request (requests are forwarded without it)
+            await asyncio.sleep(COALESCE_SECONDS)
+
+    @property
+    def ready(self) -> bool:
+        """The gate's readiness: false while the server's request loop is known not to answer."""
+        return self.health.answering
 
 
 def _watch(api: KubeApi, settings: GateSettings, loop: asyncio.AbstractEventLoop, gate: Gate) -> None:
@@ -411,13 +408,39 @@ def _watch(api: KubeApi, settings: GateSettings, loop: asyncio.AbstractEventLoop
         loop.call_soon_threadsafe(gate.fatal, exc)
 
 
+def build_gate(
+    *,
+    settings: GateSettings,
+    scale: ScaleApi,
+    api: KubeApi | None,
+    events: EventRecorder,
+    clock: Callable[[], float] = time.monotonic,
+) -> Gate:
+    """The gate and its parts from the settings (the CLI, the tests and the bench build it the same way).
+    `api`: where the unresponsive server pod is deleted (None: nowhere)."""
+    traffic = Traffic(clock=clock)
+    controller = Controller(settings=settings, scale=scale, events=events, traffic=traffic, clock=clock)
+    health = HealthCheck(
+        policy=HealthPolicy(interval=settings.health_interval, timeout=settings.health_timeout), clock=clock
+    )
+    return Gate(
+        settings=settings,
+        controller=controller,
+        traffic=traffic,
+        health=health,
+        events=events,
+        api=api,
+        clock=clock,
+        token=TokenFile(settings.token_file, clock=clock) if settings.token_file else None,
+    )
+
+
 def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float] = time.monotonic) -> int:
     own = api.get_pod(namespace=settings.namespace, name=settings.pod_name)
     events = EventRecorder(
         api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=own.uid if own else "")
     )
-    traffic = Traffic(clock=clock)
-    controller = Controller(settings=settings, scale=api, events=events, traffic=traffic, clock=clock)
+    gate = build_gate(settings=settings, scale=api, api=api, events=events, clock=clock)
     # Helm creates Deployments before StatefulSets: give them a moment on a fresh install
     for attempt in Retrying(
         stop=stop_after_delay(STATEFULSET_WAIT_SECONDS),
@@ -426,11 +449,10 @@ def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float]
         reraise=True,
     ):
         with attempt:
-            controller.start()
+            gate.controller.start()
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        gate = Gate(controller=controller, traffic=traffic, clock=clock)
         if threading.current_thread() is threading.main_thread():  # signal handlers: main thread only (tests)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, gate.stop)
@@ -438,7 +460,7 @@ def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float]
 
         def metrics() -> None:  # the readiness probe's port: open once clients can be taken
             if settings.metrics_port:
-                serve_metrics(port=settings.metrics_port, controller=controller, traffic=traffic)
+                serve_metrics(port=settings.metrics_port, gate=gate)
 
         await gate.serve(host=settings.listen_host, port=settings.listen_port, on_listening=metrics)
 

@@ -1,8 +1,10 @@
-"""The idle gate's controller: puts the release to sleep (server and locale StatefulSets scaled to 0) after the
-idle timeout and wakes it (scaled back up) for a client or a wake request, with a deadline and a back-off.
+"""The gate's controller: where a client request goes (to the Ready server pod, or held until it is Ready, with
+bounds), and with global.idle.enabled the sleep (server and locale StatefulSets scaled to 0) after the idle
+timeout and the wake (scaled back up) for a held request or a wake request, with a deadline and a back-off.
 
-Phases: AWAKE (scaled up; clients are spliced through once the server pod is Ready), WAKING (scaled up after a
+Phases: AWAKE (scaled up; requests are forwarded once the server pod is Ready), WAKING (scaled up after a
 sleep, with a deadline), DRAINING (scaled to 0, pods still terminating), ASLEEP (no server or locale pod left).
+Without idle sleep the release stays AWAKE and the controller never scales anything.
 `step()` makes the transitions and says when it wants to run again; it calls the Kubernetes API directly: the
 gate runs it on its event loop, and these calls only happen when no client is being served (idle or asleep).
 The state of the pods comes in through `on_pods` (the gate's list-then-watch of the release's pods).
@@ -43,18 +45,31 @@ class Phase(StrEnum):
     ASLEEP = "asleep"
 
 
-class HeldClient(Protocol):
-    """A client connection the gate accepted and holds (unread) until the server can take it."""
+@dataclass(frozen=True)
+class Backend:
+    """The Ready server pod: one incarnation of the server (a new pod uid is a new server)."""
+
+    pod: str
+    uid: str
+    host: str
+    port: int
+
+
+class HeldRequest(Protocol):
+    """A checked client request the gate holds until the server can take it."""
 
     @property
-    def accepted_at(self) -> float: ...
+    def received_at(self) -> float: ...
 
-    def splice(self, host: str, port: int) -> None:
-        """Forward the connection (its unread bytes first) to the server at host:port."""
+    @property
+    def session(self) -> bytes: ...
+
+    def forward(self, backend: Backend) -> None:
+        """Send the request to the server."""
         ...
 
     def fail(self, message: str) -> None:
-        """Answer the client's request with an Arkouda error naming `message`, then close."""
+        """Answer the request with an Arkouda error naming `message`."""
         ...
 
 
@@ -64,6 +79,11 @@ class ReleaseView:
 
     own_pod: str
     cache: PodCache = field(default_factory=PodCache)
+    revision: int = 0  # counts the changes applied (the controller caches what it derives from the pods)
+
+    def apply(self, item: PodList | PodEvent) -> None:
+        self.revision += 1
+        self.cache.apply(item)
 
     def workload(self) -> list[PodInfo]:
         """Server and locale pods (terminating ones included: their node is not free yet)."""
@@ -124,7 +144,9 @@ class Controller:
         )
         self.view = ReleaseView(own_pod=settings.pod_name)
         self.phase = Phase.AWAKE
-        self.held: list[HeldClient] = []
+        self.held: list[HeldRequest] = []
+        self._backend_key: tuple[Phase, int] | None = None
+        self._backend: Backend | None = None
         self._wake_seen: str | None = None
         self._wake_requested = False
         self._wake_started = 0.0
@@ -140,9 +162,12 @@ class Controller:
     # -- inputs ----------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Take over the replica counts as they are (a restarted gate keeps a sleeping release asleep). The chart
-        leaves `replicas` out of both StatefulSets, so a fresh install comes up with 1 each: the locale count is
-        set here."""
+        """With idle sleep, take over the replica counts as they are (a restarted gate keeps a sleeping release
+        asleep). The chart then leaves `replicas` out of both StatefulSets, so a fresh install comes up with 1
+        each: the locale count is set here. Without, the chart owns the counts and this reads nothing."""
+        if not self._s.sleep_when_idle:
+            log.info("idle sleep is off: the gate forwards requests and never scales the release")
+            return
         server = self._replicas(self._s.server_statefulset)
         locale = self._replicas(self._s.locale_statefulset)
         if server > 0:
@@ -172,7 +197,7 @@ class Controller:
     def on_pods(self, item: PodList | PodEvent) -> None:
         server = self.view.server()
         was_ready = server is not None and server.ready
-        self.view.cache.apply(item)
+        self.view.apply(item)
         server = self.view.server()
         if server is not None and server.ready and not was_ready:
             self._traffic.touch()  # the idle time counts from Ready (a start, a relaunch, a wake)
@@ -186,22 +211,50 @@ class Controller:
                 log.info("wake requested (annotation %s=%s)", WAKE_ANNOTATION, value)
                 self._wake_requested = True
 
-    def client_arrived(self, client: HeldClient) -> None:
+    def request_arrived(self, request: HeldRequest) -> None:
+        """Forward `request` to the Ready server (after the ones held before it, in order), or hold it within the
+        bounds: per session (a REQ client has one request at a time) and in total."""
         now = self._clock()
         backend = self.backend()
         if backend is not None:
-            client.splice(*backend)
-        elif now - client.accepted_at >= self._s.wake_timeout:
-            client.fail(self._failure_message(self.view.not_ready_reason()))
+            self._release(backend)
+            request.forward(backend)
+            return
+        if now - request.received_at >= self._s.wake_timeout:
+            request.fail(self._failure_message(self.view.not_ready_reason()))
+            return
+        same = sum(1 for r in self.held if r.session == request.session)
+        if same >= self._s.max_held_per_session:
+            request.fail(
+                f"the gate already holds {same} request(s) of this client until the server is Ready (limit "
+                f"{self._s.max_held_per_session} per client)"
+            )
+        elif len(self.held) >= self._s.max_held:
+            request.fail(
+                f"the gate already holds {len(self.held)} requests until the server is Ready (limit "
+                f"{self._s.max_held}, server.gate.maxHeldRequests); try again once the release is awake"
+            )
         else:
-            self.held.append(client)
+            self.held.append(request)
 
-    def backend(self) -> tuple[str, int] | None:
-        """The server's address while the release is awake and its pod Ready."""
+    def backend(self) -> Backend | None:
+        """The server pod while the release is awake and the pod Ready (asked for every request: cached until
+        the phase or the pods change)."""
+        key = (self.phase, self.view.revision)
+        if key != self._backend_key:
+            self._backend_key, self._backend = key, self._find_backend()
+        return self._backend
+
+    def _find_backend(self) -> Backend | None:
         server = self.view.server()
         if self.phase is Phase.AWAKE and server is not None and server.ready and server.pod_ip:
-            return server.pod_ip, self._s.server_port
+            return Backend(pod=server.name, uid=server.uid, host=server.pod_ip, port=self._s.server_port)
         return None
+
+    def _release(self, backend: Backend) -> None:
+        held, self.held = self.held, []
+        for request in held:
+            request.forward(backend)
 
     # -- transitions -----------------------------------------------------------------------------------------
 
@@ -244,11 +297,11 @@ class Controller:
             self._events.emit(
                 Reason.ASLEEP,
                 f"{self._s.server_statefulset} and {self._s.locale_statefulset} have no pod left; the client Service "
-                "stays: a client connection wakes the release",
+                "stays: a client request wakes the release (a connection alone does not)",
             )
         if self.held or self._wake_requested:
             if self._wake_requested or now >= self._backoff_until:
-                why = "wake requested" if self._wake_requested and not self.held else "client connection"
+                why = "wake requested" if self._wake_requested and not self.held else "client request"
                 self._wake(now, why)
                 return self._wake_deadline - now
             return self._expire_held(now, self._backoff_until - now)
@@ -256,11 +309,11 @@ class Controller:
 
     def _awake(self, now: float) -> float:
         backend = self.backend()
-        if backend is None:  # starting or relaunching: hold the clients, never sleep
+        if backend is None:  # starting or relaunching: hold the requests, never sleep
             return self._expire_held(now, MAX_STEP_SECONDS)
-        held, self.held = self.held, []
-        for client in held:
-            client.splice(*backend)
+        self._release(backend)
+        if not self._s.sleep_when_idle:
+            return MAX_STEP_SECONDS
         verdict = idle_verdict(policy=self._policy, traffic=self._traffic.snapshot(), now=now, server_ready=True)
         if verdict.remaining is None:
             return MAX_STEP_SECONDS
@@ -302,19 +355,19 @@ class Controller:
             f"wake attempt in {backoff:g} s at the earliest",
         )
         held, self.held = self.held, []
-        for client in held:
-            client.fail(self._failure_message(reason))
+        for request in held:
+            request.fail(self._failure_message(reason))
 
     def _expire_held(self, now: float, wait: float) -> float:
-        """Fail the clients held longer than the wake timeout; return `wait` or the next client's deadline."""
-        keep: list[HeldClient] = []
-        for client in self.held:
-            if now - client.accepted_at >= self._s.wake_timeout:
-                client.fail(self._failure_message(self.view.not_ready_reason()))
+        """Fail the requests held longer than the wake timeout; return `wait` or the next request's deadline."""
+        keep: list[HeldRequest] = []
+        for request in self.held:
+            if now - request.received_at >= self._s.wake_timeout:
+                request.fail(self._failure_message(self.view.not_ready_reason()))
             else:
-                keep.append(client)
+                keep.append(request)
         self.held = keep
-        deadlines = [c.accepted_at + self._s.wake_timeout - now for c in keep]
+        deadlines = [r.received_at + self._s.wake_timeout - now for r in keep]
         return max(0.0, min([wait, *deadlines]))
 
     def _failure_message(self, reason: str) -> str:

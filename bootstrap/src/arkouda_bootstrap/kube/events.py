@@ -47,6 +47,10 @@ class Reason(StrEnum):
     WAKING = "Waking"
     AWAKE = "Awake"
     WAKE_TIMEOUT = "WakeTimeout"
+    # the gate's health check: the server's request loop stopped answering (its pod is deleted for a relaunch),
+    # and answers again
+    SERVER_UNRESPONSIVE = "ServerUnresponsive"
+    SERVER_ANSWERING = "ServerAnswering"
     # a pod has no address on --network-attachment (its network-status annotation is missing or lacks it)
     SECONDARY_NETWORK_MISSING = "SecondaryNetworkMissing"
     # the pre-launch probe ended processes a previous launch left on a host (its server pod was lost with its node)
@@ -65,6 +69,7 @@ WARNINGS = frozenset(
         Reason.RBAC_MISSING,
         Reason.WORK_DIR_UNUSABLE,
         Reason.WAKE_TIMEOUT,
+        Reason.SERVER_UNRESPONSIVE,
         Reason.SECONDARY_NETWORK_MISSING,
     }
 )

@@ -40,7 +40,8 @@ serviceName), Role, RoleBinding, NetworkPolicy, ServiceMonitor and (by default) 
 {{- end -}}
 
 {{- /*
-arkouda-common.serverPodName: the server StatefulSet's one pod (locale 0).
+arkouda-common.serverPodName: the server StatefulSet's one pod (locale 0; the only pod the gate may delete, when its
+request loop stopped answering).
 */}}
 {{- define "arkouda-common.serverPodName" -}}
 {{- include "arkouda-common.podName" (dict "statefulSet" (include "arkouda-common.serverName" .) "ordinal" 0) -}}
@@ -64,14 +65,14 @@ arkouda-common.serverScriptsName: the ConfigMap of the mpi-mode scripts (run-mpi
 
 {{- /*
 arkouda-common.serverDirectName: the Service that reaches the server pod itself while the gate owns the
-client one (global.idle.enabled).
+client one (server.gate.enabled).
 */}}
 {{- define "arkouda-common.serverDirectName" -}}
 {{- printf "%s-direct" (include "arkouda-common.serverName" .) -}}
 {{- end -}}
 
 {{- /*
-arkouda-common.gateName: the idle gate's Deployment, ServiceAccount, Role, RoleBinding and NetworkPolicy.
+arkouda-common.gateName: the gate's Deployment, ServiceAccount, Role, RoleBinding and NetworkPolicy.
 */}}
 {{- define "arkouda-common.gateName" -}}
 {{- include "arkouda-common.fullname" (dict "ctx" . "component" "gate") -}}

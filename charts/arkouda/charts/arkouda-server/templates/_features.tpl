@@ -32,13 +32,26 @@ always, or auto and the cluster serves monitoring.coreos.com/v1 ServiceMonitor.
 {{- end -}}
 
 {{- /*
-arkouda-server.gate: "true" when the gate is rendered; refused outside arkouda mode (an MPI run has no client to
-wait for).
+arkouda-server.gate: "true" when the gate is rendered: arkouda mode and server.gate.enabled (default). An MPI
+run has no Arkouda client, so no gate.
 */}}
 {{- define "arkouda-server.gate" -}}
+{{- if and .Values.gate.enabled (eq .Values.global.mode "arkouda") -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- /*
+arkouda-server.idle: "true" when the gate owns the replica counts and scales the release to 0 when idle
+(global.idle.enabled); refused without the gate (arkouda mode and server.gate.enabled), whose feature it is.
+*/}}
+{{- define "arkouda-server.idle" -}}
 {{- if .Values.global.idle.enabled -}}
 {{- if ne .Values.global.mode "arkouda" -}}
 {{- fail "global.idle.enabled needs global.mode arkouda: the gate forwards Arkouda clients; an MPI run has no client to wake it" -}}
+{{- end -}}
+{{- if not .Values.gate.enabled -}}
+{{- fail "global.idle.enabled needs server.gate.enabled: sleeping when idle is a feature of the gate, which holds requests while the release sleeps" -}}
 {{- end -}}
 true
 {{- end -}}

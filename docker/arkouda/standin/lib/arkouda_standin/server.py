@@ -4,9 +4,11 @@ pyzmq, started by the C launcher ``arkouda_server_real`` once the GASNet job is 
 * DEFAULT daemon: ZeroMQ REP on ``--ServerPort`` (default 5555). ``connect``, ``getconfig``,
   ``getRegistrationConfig``, ``disconnect`` (with ``--autoShutdown=true``: shutdown), ``noop``, ``ruok``,
   ``getmemused``, ``metrics``, ``shutdown`` (reply ``shutdown server (<n> req)``, exit 0), the stand-in's own
-  ``standinlocales`` (the GASNet locale table) and ``standin_sleep`` (argument ``seconds``: a command that
-  takes that long, for tests of long requests); anything else: Arkouda's ``Unrecognized command`` error, naming
-  the stand-in.
+  ``standinlocales`` (the GASNet locale table), ``standin_sleep`` (argument ``seconds``: a command that
+  takes that long, for tests of long requests) and ``standin_wedge`` (replies, then the DEFAULT daemon never
+  reads another request while the process and its other daemons live on: a request loop that stopped answering,
+  for tests of the gate's health check); anything else: Arkouda's ``Unrecognized command`` error, naming the
+  stand-in.
 * METRICS daemon (only with ``ServerDaemonType.METRICS`` in ``--ServerDaemon.daemonTypes``): ZeroMQ REP on
   ``$METRICS_SERVER_PORT`` (default 5556): ``connect``, ``getconfig``, ``metrics`` (see ``metrics``).
 * Errors Arkouda does not catch in a daemon's loop (a wrong or missing token with ``--authenticate``, a request
@@ -174,6 +176,10 @@ class StandInServer:
         msg, msg_type = self._dispatch(req)
         self.rep_count += 1
         sock.send(reply(msg, msg_type=msg_type, user=req.user))
+        if req.cmd == "standin_wedge":
+            log.warning("standin_wedge: the DEFAULT daemon stops reading requests (the test double's dead loop)")
+            self.stop.wait()  # until SIGTERM or SIGINT: the process stays up, port %d open, nothing read
+            return
         elapsed = time.monotonic() - start
         if self.options.trace:
             if msg_type == "ERROR":
@@ -225,10 +231,12 @@ class StandInServer:
             return json.dumps({"standIn": STANDIN_NOTE, "locales": self.locale_table()}), "NORMAL"
         if req.cmd == "standin_sleep":
             return self._sleep(req.params)
+        if req.cmd == "standin_wedge":
+            return "wedged: this server's request loop reads no further request (STAND-IN test double)", "NORMAL"
         return (
             f"Unrecognized command: {req.cmd} (STAND-IN arkouda_server: a test double that answers only connect, "
             "getconfig, getRegistrationConfig, disconnect, noop, ruok, getmemused, metrics, standinlocales, "
-            "standin_sleep, shutdown)",
+            "standin_sleep, standin_wedge, shutdown)",
             "ERROR",
         )
 
