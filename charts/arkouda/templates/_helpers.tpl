@@ -5,11 +5,11 @@ arkouda-common library chart (charts/arkouda-common).
 */}}
 
 {{- /*
-arkouda.keygenHooks: the hook events of the keygen RBAC objects: the pre-install/pre-upgrade keygen Job needs
-them, and so does the post-delete Job when keygen.deleteOnUninstall.
+arkouda.keygenHooks: the hook events of the keygen RBAC objects: the keygen Job runs pre-install, pre-upgrade and
+pre-rollback and needs them, and so does the post-delete Job when keygen.deleteOnUninstall.
 */}}
 {{- define "arkouda.keygenHooks" -}}
-{{- if .Values.keygen.deleteOnUninstall }}pre-install,pre-upgrade,post-delete{{ else }}pre-install,pre-upgrade{{ end -}}
+{{- if .Values.keygen.deleteOnUninstall }}pre-install,pre-upgrade,pre-rollback,post-delete{{ else }}pre-install,pre-upgrade,pre-rollback{{ end -}}
 {{- end -}}
 
 {{- /*
