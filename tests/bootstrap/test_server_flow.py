@@ -255,6 +255,48 @@ def test_server_relaunches_in_place_when_the_lost_locale_is_back(
     assert sorted(ran) == sorted(expected), "\n".join([*ran, log])
 
 
+def test_server_relaunches_on_the_real_pod_and_names_an_impostor_with_the_lost_locales_labels(
+    test_user: pwd.struct_passwd, shared_dir: Path, run_server: ServerRun
+) -> None:
+    # `kubectl debug --copy-to r-arkouda-locale-1-copy --keep-labels` during a locale loss: a pod with locale 1's
+    # labels (pod-index included) that the StatefulSet does not own. It must neither enter the host list nor
+    # stop the relaunch with a duplicate ordinal.
+    api = fake_cluster()
+    copy = make_pod(
+        "r-arkouda-locale-1-copy",
+        ip="127.0.0.9",
+        uid="uid-copy",
+        labels={"apps.kubernetes.io/pod-index": "1"},
+        controller=None,
+    )
+    api.script(
+        Gate(shared_dir / "out" / "ran.slept"),
+        api.event("DELETED", make_pod("r-arkouda-locale-1", ip="127.0.0.3")),
+        api.event("ADDED", copy),
+        api.event("ADDED", make_pod("r-arkouda-locale-1", ip="127.0.0.3", uid="second")),
+    )
+    code, log, events = run_server(api=api, env={"ARKBS_SLEEP": "60", "ARKOUDA_LOCALE_STATEFULSET": "r-arkouda-locale"})
+    assert code == 0, log
+    named = (
+        "ignoring pod r-arkouda-locale-1-copy (uid uid-copy): it carries this release's labels but is not a pod of "
+        "StatefulSet r-arkouda-locale (it has no controller)"
+    )
+    assert named in log
+    impostor = [e for e in events if e["reason"] == "ImpostorPod"]
+    assert len(impostor) == 1 and impostor[0]["type"] == "Warning" and named in impostor[0]["message"], events
+    assert [e["reason"] for e in events if e["reason"] != "ImpostorPod"] == [
+        "LocalesReady",
+        "Launched",
+        "LocaleLost",
+        "Relaunching",
+        "LocalesReady",
+        "Launched",
+    ]
+    ran = (shared_dir / "out" / "ran").read_text().splitlines()
+    assert f"ok 127.0.0.9 {test_user.pw_name}" not in ran, log
+    assert sorted(ran) == sorted(2 * [f"ok {ip} {test_user.pw_name}" for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")])
+
+
 def test_server_probe_failure_names_host_and_pod(shared_dir: Path, run_server: ServerRun) -> None:
     other = write_secret_dir(shared_dir / "other-secret", keys.build_secret_data(release="other", with_token=False))
     code, log, events = run_server(secret_dir=other)

@@ -153,6 +153,12 @@ spec:
           value: {{ .Values.global.numLocales | int | quote }}
         - name: ARKOUDA_LOCALE_SELECTOR
           value: {{ include "arkouda-server.localeSelector" . | quote }}
+        {{- if gt (.Values.global.numLocales | int) 1 }}
+        # only this StatefulSet's pods are locales (by owner UID: labels can be worn by any pod); its
+        # FailedCreate Events name why a locale is not created
+        - name: ARKOUDA_LOCALE_STATEFULSET
+          value: {{ include "arkouda-common.localeName" . | quote }}
+        {{- end }}
         - name: ARKOUDA_WAIT_TIMEOUT
           value: {{ .Values.waitTimeoutSeconds | quote }}
         - name: ARKOUDA_SSH_PREWARM
