@@ -9,7 +9,7 @@ these points only, each marked `if $job`: restartPolicy Never; sshd is a native 
 restartPolicy Always) so the pod completes when the launcher exits; the launcher has no port or readiness probe
 and exits with mpirun's status (ARKOUDA_MPI_KEEP_ALIVE false instead of serving the output, no
 ARKOUDA_RESULTS_PORT), scales the locales to 0 when done (ARKOUDA_SCALE_DOWN_WHEN_DONE) and reports through its
-termination message. Fails when two of the pod's ports are equal.
+termination message. Fails when two of the pod's ports are equal, or the gate pod's (global.idle.enabled).
 */}}
 {{- define "arkouda-server.podTemplate" -}}
 {{- $job := .job }}
@@ -24,6 +24,10 @@ termination message. Fails when two of the pod's ports are equal.
 {{- range $a, $pa := $ports }}{{ range $b, $pb := $ports }}{{ if and (lt $a $b) (eq $pa $pb) }}
 {{- fail (printf "%s and %s are both %d: the server pod needs distinct ports" $a $b $pa) }}
 {{- end }}{{ end }}{{ end }}
+{{- /* the gate pod listens on the client port and its own metrics port (gate-deployment.yaml) */}}
+{{- if and (include "arkouda-server.gate" .) (eq (.Values.port | int) (.Values.gate.metricsPort | int)) }}
+{{- fail (printf "server.port and server.gate.metricsPort are both %d: the gate pod needs distinct ports" (.Values.port | int)) }}
+{{- end }}
 {{- /* the pod template itself, at column 0 (the callers indent it) */ -}}
 metadata:
   labels:
