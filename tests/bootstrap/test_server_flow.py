@@ -355,19 +355,17 @@ def test_server_no_supervise_execs_the_program(shared_dir: Path, run_server: Ser
 
 def test_server_fails_fast_on_a_broken_secret(shared_dir: Path, run_server: ServerRun) -> None:
     broken = keys.build_secret_data(release="b", with_token=False)
-    del broken[keys.AUTHORIZED_KEYS]
+    del broken[keys.KNOWN_HOSTS]  # the launcher's container holds the client side only (keys.CLIENT_FIELDS)
     secret_dir = write_secret_dir(shared_dir / "broken-secret", broken)
     api = FakeKube()  # no locale pods at all: a wait would time out; the Secret error must come first
     code, log, events = run_server(api=api, secret_dir=secret_dir)
     assert code == 1, log
-    assert (
-        f"arkouda-bootstrap: error: SSH Secret mounted at {secret_dir}: field authorized_keys: missing or empty" in log
-    )
+    assert f"arkouda-bootstrap: error: SSH Secret mounted at {secret_dir}: field known_hosts: missing or empty" in log
     # (api.calls lives in the forked child; its progress lines would show a wait had started)
     assert "locales ready" not in log
     # `kubectl describe pod` tells the same, with a reason to search for
     assert [(e["reason"], e["type"]) for e in events] == [("SecretInvalid", "Warning")]
-    assert "field authorized_keys: missing or empty" in events[0]["message"]
+    assert "field known_hosts: missing or empty" in events[0]["message"]
 
 
 def test_server_names_missing_rbac_in_an_event(run_server: ServerRun) -> None:
@@ -439,3 +437,15 @@ def test_arbitrary_uid_without_passwd_entry(
     assert code == 0, log
     ran = (shared_dir / "out" / "ran").read_text().splitlines()
     assert ran == ["ok 127.0.0.1 arkouda", "ok 127.0.0.2 arkouda", "ok 127.0.0.3 arkouda"]
+
+
+def test_server_launches_with_the_client_side_of_the_secret_only(
+    shared_dir: Path, loopback_sshd: tuple[Path, int], run_server: ServerRun
+) -> None:
+    # what the chart mounts in the server pod's `server` container: no host private key, no authorized_keys
+    secret_dir, _ = loopback_sshd
+    client_side = {p.name: p.read_bytes() for p in secret_dir.iterdir() if p.name in keys.CLIENT_FIELDS}
+    assert set(client_side) == set(keys.CLIENT_FIELDS)
+    code, log, events = run_server(secret_dir=write_secret_dir(shared_dir / "client-side", client_side))
+    assert code == 0, log
+    assert [e["reason"] for e in events] == ["LocalesReady", "Launched"]

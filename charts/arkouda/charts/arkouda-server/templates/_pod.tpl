@@ -117,7 +117,7 @@ spec:
       securityContext:
         {{- include "arkouda-common.securityContext" . | nindent 8 }}
       volumeMounts:
-        {{- include "arkouda-server.commonMounts" . | nindent 8 }}
+        {{- include "arkouda-server.commonMounts" (dict "ctx" . "keys" "ssh-secret") | nindent 8 }}
         - name: sshd-run
           mountPath: /run/arkouda
         - name: sshd-tmp
@@ -246,7 +246,7 @@ spec:
       securityContext:
         {{- include "arkouda-common.securityContext" . | nindent 8 }}
       volumeMounts:
-        {{- include "arkouda-server.commonMounts" . | nindent 8 }}
+        {{- include "arkouda-server.commonMounts" (dict "ctx" . "keys" "ssh-launcher") | nindent 8 }}
         - name: run
           mountPath: /run/arkouda
         - name: tmp
@@ -291,7 +291,8 @@ spec:
         {{- include "arkouda-common.securityContext" . | nindent 8 }}
     {{- end }}
   volumes:
-    {{- include "arkouda-common.sshSecretVolume" . | nindent 4 }}
+    {{- include "arkouda-common.sshSecretVolume" (dict "ctx" . "name" "ssh-secret" "role" "sshd") | nindent 4 }}
+    {{- include "arkouda-common.sshSecretVolume" (dict "ctx" . "name" "ssh-launcher" "role" "launcher" "token" .Values.authenticate) | nindent 4 }}
     - name: run
       emptyDir:
         medium: Memory
@@ -347,16 +348,20 @@ spec:
 {{- end -}}
 
 {{- /*
-arkouda-server.commonMounts: the volume mounts both containers have (the keys read-only, the shared volume);
-each container gets its own /run/arkouda and /tmp so the sshd and the launcher never share state files.
+arkouda-server.commonMounts: the volume mounts both containers have: the keys read-only (.keys: the sshd's volume
+ssh-secret, the launcher's ssh-launcher, each with only the fields that container uses), the shared volume. Each
+container gets its own /run/arkouda and /tmp so the sshd and the launcher never share state files. Called as
+(dict "ctx" $ "keys" VOLUME).
 */}}
 {{- define "arkouda-server.commonMounts" -}}
-- name: ssh-secret
+- name: {{ .keys }}
   mountPath: /etc/arkouda/ssh
   readOnly: true
+{{- with .ctx }}
 {{- if .Values.global.sharedVolume.enabled }}
 - name: shared
   mountPath: {{ .Values.global.sharedVolume.mountPath }}
   readOnly: {{ .Values.global.sharedVolume.readOnly }}
+{{- end }}
 {{- end }}
 {{- end -}}
