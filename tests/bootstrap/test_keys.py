@@ -118,3 +118,15 @@ def test_an_sshd_or_a_client_mounted_with_its_fields_only_is_valid_and_checked_a
         keys.validate_secret_data(
             {**sshd_only, keys.KNOWN_HOSTS: other[keys.KNOWN_HOSTS]}, source="s", required=keys.SSHD_FIELDS
         )
+
+
+def test_a_client_with_the_host_public_key_sees_it_disagree_with_the_pinned_one() -> None:
+    data = keys.build_secret_data(release="r", with_token=False)
+    launcher = {k: data[k] for k in (*keys.CLIENT_FIELDS, keys.HOST_PUB)}
+    keys.validate_secret_data(launcher, source="s", required=keys.CLIENT_FIELDS)
+    bad = {**launcher, keys.HOST_PUB: data[keys.CLIENT_PUB]}  # a valid key, but not the host key
+    with pytest.raises(
+        BootstrapError,
+        match=r"^s: field ssh_host_ed25519_key.pub: does not match the ssh_host_ed25519_key that known_hosts pins$",
+    ):
+        keys.validate_secret_data(bad, source="s", required=keys.CLIENT_FIELDS)

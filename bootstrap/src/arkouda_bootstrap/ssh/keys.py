@@ -247,20 +247,21 @@ def validate_secret_data(
         except ValueError as exc:
             raise fail(field, str(exc)) from None
 
-    def public(field: str, *, of: PublicKey | None, private_field: str) -> None:
+    def public(field: str, *, of: PublicKey | None, private_field: str) -> PublicKey | None:
         if field not in data:
-            return
+            return None
         try:
             key = parse_public_key(text(field), what=field)
         except ValueError as exc:
             raise fail(field, str(exc)) from None
         if of is not None and key.blob != of.blob:
             raise fail(field, f"does not match {private_field}")
+        return key
 
     client = private(CLIENT_KEY)
     host = private(HOST_KEY)
     public(CLIENT_PUB, of=client, private_field=CLIENT_KEY)
-    public(HOST_PUB, of=host, private_field=HOST_KEY)
+    host_pub = public(HOST_PUB, of=host, private_field=HOST_KEY)
     if AUTHORIZED_KEYS in data:
         authorized = set()
         for line in text(AUTHORIZED_KEYS).splitlines():
@@ -279,6 +280,9 @@ def validate_secret_data(
             raise fail(KNOWN_HOSTS, str(exc)) from None
         if host is not None and pinned.blob != host.blob:
             raise fail(KNOWN_HOSTS, f"does not pin the key in {HOST_KEY}")
+        if host is None and host_pub is not None and pinned.blob != host_pub.blob:
+            # a reader without the host private key (the launcher) still sees a Secret whose halves disagree
+            raise fail(HOST_PUB, f"does not match the {HOST_KEY} that {KNOWN_HOSTS} pins")
     if require_token and len(text(TOKEN).strip()) < 16:
         raise fail(TOKEN, "shorter than 16 characters")
     if RELEASE_ID in data and not RELEASE_ID_PATTERN.fullmatch(text(RELEASE_ID).strip()):

@@ -45,8 +45,9 @@ read-only at /etc/arkouda/ssh; docs/interfaces.md lists them per container). Cal
 - sshd (the locale pods, the server pod's sshd container): authorized_keys and the host key pair. In mpi mode also
   the client key pair and known_hosts: an orted may start further orteds over ssh (OpenMPI's tree spawn). In
   arkouda mode a locale never ssh-es out, so it holds no client key; no sshd ever gets the token.
-- launcher (the server pod's server container): the client key pair, known_hosts and, with .token
-  (server.authenticate), the token; never the host private key or authorized_keys.
+- launcher (the server pod's server container): the client key pair, known_hosts, the host public key (to tell a
+  Secret whose halves disagree) and, with .token (server.authenticate), the token; never the host private key or
+  authorized_keys.
 release-id, rotation-id, retired_host_keys (launcher) and token are optional sources of their own, so a Secret
 without them still mounts and the bootstrap names a field it needs itself. A projected volume is updated in place
 like a secret volume, which is how a rotated Secret reaches running pods (never mounted with subPath).
@@ -58,7 +59,7 @@ like a secret volume, which is how a rotated Secret reaches running pods (never 
 {{- $required := list "authorized_keys" "ssh_host_ed25519_key" "ssh_host_ed25519_key.pub" -}}
 {{- $optional := list "release-id" "rotation-id" -}}
 {{- if eq .role "launcher" -}}
-{{- $required = $client -}}
+{{- $required = append $client "ssh_host_ed25519_key.pub" -}}
 {{- $optional = concat $optional (list "retired_host_keys") (ternary (list "token") list (.token | default false)) -}}
 {{- else if eq $.Values.global.mode "mpi" -}}
 {{- $required = concat $required $client -}}
