@@ -225,6 +225,26 @@ def test_events_reason_shown_and_events_forbidden_is_not_fatal() -> None:
         wait_for_locales(api2, namespace="ns", selector="s=1", expected=1, timeout=1, report=lines.append, clock=clock)
 
 
+def timed_out(
+    api: FakeKube, clock: FakeClock, *, expected: int, timeout: float, chunk_seconds: int = 10
+) -> tuple[list[str], WaitTimeoutError]:
+    """The progress lines and the timeout of a wait for the locales of StatefulSet r-arkouda-locale."""
+    lines: list[str] = []
+    with pytest.raises(WaitTimeoutError) as err:
+        wait_for_locales(
+            api,
+            namespace="ns",
+            selector="s=1",
+            expected=expected,
+            timeout=timeout,
+            report=lines.append,
+            clock=clock,
+            chunk_seconds=chunk_seconds,
+            statefulset="r-arkouda-locale",
+        )
+    return lines, err.value
+
+
 QUOTA_REFUSAL = (
     'create Pod r-arkouda-locale-1 in StatefulSet r-arkouda-locale failed error: pods "r-arkouda-locale-1" is '
     "forbidden: exceeded quota: q, requested: cpu=2, used: cpu=2, limited: cpu=3"
@@ -250,22 +270,10 @@ def test_a_locale_its_statefulset_cannot_create_shows_the_admission_refusal_read
             last_seen=dt.datetime(2026, 1, 2, tzinfo=dt.UTC),
         ),
     ]
-    lines: list[str] = []
-    with pytest.raises(WaitTimeoutError) as err:
-        wait_for_locales(
-            api,
-            namespace="ns",
-            selector="s=1",
-            expected=2,
-            timeout=60,
-            report=lines.append,
-            clock=clock,
-            chunk_seconds=1,
-            statefulset="r-arkouda-locale",
-        )
+    lines, err = timed_out(api, clock, expected=2, timeout=60, chunk_seconds=1)
     refused = f"1/2 locales ready; waiting for r-arkouda-locale-1 (FailedCreate: {QUOTA_REFUSAL})"
     assert lines == [refused]
-    assert str(err.value) == f"timed out after 60s: {refused}"  # the WaitTimeout Event's message
+    assert str(err) == f"timed out after 60s: {refused}"  # the WaitTimeout Event's message
     # a progress line per watch chunk (60 of them), the Events read once per EVENTS_MIN_INTERVAL only
     reads = [c for c in api.calls if c[0] == "list_statefulset_events"]
     assert 1 < len(reads) <= 60 / EVENTS_MIN_INTERVAL + 1
@@ -280,18 +288,7 @@ def test_without_a_refusal_or_events_rights_a_missing_locale_is_not_created_yet(
             fail_with={"list_statefulset_events": ForbiddenError(verb="list", resource="events", namespace="ns")},
         ),
     ):
-        lines: list[str] = []
-        with pytest.raises(WaitTimeoutError):
-            wait_for_locales(
-                api,
-                namespace="ns",
-                selector="s=1",
-                expected=1,
-                timeout=5,
-                report=lines.append,
-                clock=clock,
-                statefulset="r-arkouda-locale",
-            )
+        lines, _ = timed_out(api, clock, expected=1, timeout=5)
         assert lines == ["0/1 locales ready; waiting for ordinal 0 (not created yet)"]
 
 

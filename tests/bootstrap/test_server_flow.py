@@ -224,6 +224,17 @@ def test_server_terminates_program_when_a_locale_is_lost(run_server: ServerRun) 
     assert events[-1]["type"] == "Warning"
 
 
+# the Events of a run, a lost locale, and the relaunch in place
+RELAUNCHED = ["LocalesReady", "Launched", "LocaleLost", "Relaunching", "LocalesReady", "Launched"]
+
+
+def assert_two_runs_on_every_host(shared_dir: Path, test_user: pwd.struct_passwd, log: str) -> None:
+    """Both runs reached every host (the server pod, locales 0 and 1) over the pinned ssh, and no other host."""
+    ran = (shared_dir / "out" / "ran").read_text().splitlines()
+    expected = 2 * [f"ok {ip} {test_user.pw_name}" for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    assert sorted(ran) == sorted(expected), "\n".join([*ran, log])
+
+
 def test_server_relaunches_in_place_when_the_lost_locale_is_back(
     test_user: pwd.struct_passwd, shared_dir: Path, run_server: ServerRun
 ) -> None:
@@ -240,19 +251,10 @@ def test_server_relaunches_in_place_when_the_lost_locale_is_back(
         env={"ARKBS_SLEEP": "60"},  # the first run waits to be stopped, the relaunched one exits 0
     )
     assert code == 0, log
-    assert [e["reason"] for e in events] == [
-        "LocalesReady",
-        "Launched",
-        "LocaleLost",
-        "Relaunching",
-        "LocalesReady",
-        "Launched",
-    ]
+    assert [e["reason"] for e in events] == RELAUNCHED
     assert "relaunching when all locales are Ready again (relaunch 1/5 in a row)" in events[3]["message"]
     # both runs reached every host over the pinned ssh
-    ran = (shared_dir / "out" / "ran").read_text().splitlines()
-    expected = 2 * [f"ok {ip} {test_user.pw_name}" for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
-    assert sorted(ran) == sorted(expected), "\n".join([*ran, log])
+    assert_two_runs_on_every_host(shared_dir, test_user, log)
 
 
 def test_server_relaunches_on_the_real_pod_and_names_an_impostor_with_the_lost_locales_labels(
@@ -284,17 +286,8 @@ def test_server_relaunches_on_the_real_pod_and_names_an_impostor_with_the_lost_l
     assert named in log
     impostor = [e for e in events if e["reason"] == "ImpostorPod"]
     assert len(impostor) == 1 and impostor[0]["type"] == "Warning" and named in impostor[0]["message"], events
-    assert [e["reason"] for e in events if e["reason"] != "ImpostorPod"] == [
-        "LocalesReady",
-        "Launched",
-        "LocaleLost",
-        "Relaunching",
-        "LocalesReady",
-        "Launched",
-    ]
-    ran = (shared_dir / "out" / "ran").read_text().splitlines()
-    assert f"ok 127.0.0.9 {test_user.pw_name}" not in ran, log
-    assert sorted(ran) == sorted(2 * [f"ok {ip} {test_user.pw_name}" for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")])
+    assert [e["reason"] for e in events if e["reason"] != "ImpostorPod"] == RELAUNCHED
+    assert_two_runs_on_every_host(shared_dir, test_user, log)  # and never on the impostor's 127.0.0.9
 
 
 def test_server_probe_failure_names_host_and_pod(shared_dir: Path, run_server: ServerRun) -> None:
