@@ -289,7 +289,7 @@ def test_without_a_refusal_or_events_rights_a_missing_locale_is_not_created_yet(
         ),
     ):
         lines, _ = timed_out(api, clock, expected=1, timeout=5)
-        assert lines == ["0/1 locales ready; waiting for ordinal 0 (not created yet)"]
+        assert lines == ["0/1 locales ready; waiting for r-arkouda-locale-0 (not created yet)"]
 
 
 def test_no_locales_needed_for_one_locale() -> None:

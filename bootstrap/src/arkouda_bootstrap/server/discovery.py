@@ -146,10 +146,12 @@ def evaluate(
     events_for: Callable[[PodInfo], list[EventInfo]] | None = None,
     addresses: Addresses | None = None,
     not_created: Callable[[], str | None] | None = None,
+    statefulset: str | None = None,
 ) -> tuple[Progress, list[PodInfo]]:
     """Compute progress from the current pods; the ready locales (ordinal < expected) in ordinal order. With
     `addresses` (a secondary network) a Ready pod counts once its address there is known. `not_created` says why
-    the missing locales are not created (None: no reason known)."""
+    the missing locales are not created (None: no reason known); `statefulset` names them (else a present pod's
+    name does, or their ordinals)."""
     # One pass over the pods: this runs for every progress line.
     wanted = [p for p in order_pods(pods.values()) if ordinal(p) < expected]
     ready: list[PodInfo] = []
@@ -171,7 +173,7 @@ def evaluate(
     if missing > 0:
         present = {ordinal(p) for p in wanted}
         absent = [n for n in range(expected) if n not in present]
-        base = _SUFFIX.sub("", wanted[0].name) if wanted else None
+        base = statefulset or (_SUFFIX.sub("", wanted[0].name) if wanted else None)
         names = [f"{base}-{n}" for n in absent] if base else [f"ordinal {n}" for n in absent]
         shown = ", ".join(names[:MAX_WAITING_SHOWN]) + (
             f" and {len(names) - MAX_WAITING_SHOWN} more" if len(names) > MAX_WAITING_SHOWN else ""
@@ -292,7 +294,12 @@ def wait_for_locales(
             return result
         if force or last_line_at is None or clock() - last_line_at >= line_interval:
             progress, _ = evaluate(
-                pods, expected=expected, events_for=events_for, addresses=addresses, not_created=not_created
+                pods,
+                expected=expected,
+                events_for=events_for,
+                addresses=addresses,
+                not_created=not_created,
+                statefulset=statefulset,
             )
             say(progress.line)
         return None
