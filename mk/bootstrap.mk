@@ -73,5 +73,5 @@ lint-licenses: venv ## Licenses of the bootstrap's runtime closure: none GPL, do
 	@cd $(REPO_ROOT) && MYPYPATH=hack/tools mypy --strict --python-version 3.11 --no-incremental $(LICENSES_PY) $(TOOLS_TESTS)
 	@$(PY) $(LICENSES_PY)
 
-test-tools: venv ## Tests of the checks under hack/tools (the license check against fake dist-info doubles)
+test-tools: venv chart-deps ## Tests of the checks under hack/tools (the license check against fake dist-info doubles) and of the chart README's RBAC table against the rendered Roles
 	@cd $(REPO_ROOT) && $(PY) -m pytest -q -p no:cacheprovider -c $(TOOLS_TESTS)/pytest.ini $(TOOLS_TESTS)

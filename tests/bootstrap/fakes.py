@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import queue
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,7 @@ from arkouda_bootstrap.kube.api import (
     ConflictError,
     EventInfo,
     GoneError,
+    OwnerRef,
     PodCondition,
     PodEvent,
     PodInfo,
@@ -65,6 +67,19 @@ class FakeClock:
         self.advance(seconds)
 
 
+def fake_statefulset_uid(statefulset: str) -> str:
+    """The UID FakeKube gives StatefulSet `statefulset` unless a test sets another."""
+    return f"uid-sts-{statefulset}"
+
+
+def owner_of(name: str) -> OwnerRef | None:
+    """The controller make_pod gives pod `<statefulset>-<ordinal>`: that StatefulSet, with fake_statefulset_uid."""
+    match = re.fullmatch(r"(.+)-\d+", name)
+    if match is None:
+        return None
+    return OwnerRef(kind="StatefulSet", name=match.group(1), uid=fake_statefulset_uid(match.group(1)))
+
+
 def make_pod(
     name: str,
     *,
@@ -79,6 +94,7 @@ def make_pod(
 ) -> PodInfo:
     if conditions is None:
         conditions = (PodCondition(type="Ready", status="True" if ready else "False"),)
+    kwargs.setdefault("controller", owner_of(name))  # a StatefulSet's pod unless the test says otherwise
     return PodInfo(
         name=name,
         namespace="ns",
@@ -123,6 +139,9 @@ class FakeKube:
     endpoint_slices: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     object_rv: int = 5000
     replicas: dict[str, int] = field(default_factory=dict)  # StatefulSet name -> spec.replicas (ScaleApi)
+    # StatefulSet name -> metadata.uid (None: it does not exist); others have fake_statefulset_uid
+    statefulset_uids: dict[str, str | None] = field(default_factory=dict)
+    statefulset_events: dict[str, list[EventInfo]] = field(default_factory=dict)
 
     def _check(self, op: str, arg: str = "") -> None:
         self.calls.append((op, arg))
@@ -180,6 +199,14 @@ class FakeKube:
     def list_pod_events(self, *, namespace: str, pod_name: str) -> list[EventInfo]:
         self._check("list_pod_events", pod_name)
         return list(self.pod_events.get(pod_name, []))
+
+    def list_statefulset_events(self, *, namespace: str, name: str) -> list[EventInfo]:
+        self._check("list_statefulset_events", name)
+        return list(self.statefulset_events.get(name, []))
+
+    def get_statefulset_uid(self, *, namespace: str, name: str) -> str | None:
+        self._check("get_statefulset_uid", name)
+        return self.statefulset_uids.get(name, fake_statefulset_uid(name))
 
     def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
         self._check("create_event", reason)

@@ -225,6 +225,73 @@ def test_events_reason_shown_and_events_forbidden_is_not_fatal() -> None:
         wait_for_locales(api2, namespace="ns", selector="s=1", expected=1, timeout=1, report=lines.append, clock=clock)
 
 
+def timed_out(
+    api: FakeKube, clock: FakeClock, *, expected: int, timeout: float, chunk_seconds: int = 10
+) -> tuple[list[str], WaitTimeoutError]:
+    """The progress lines and the timeout of a wait for the locales of StatefulSet r-arkouda-locale."""
+    lines: list[str] = []
+    with pytest.raises(WaitTimeoutError) as err:
+        wait_for_locales(
+            api,
+            namespace="ns",
+            selector="s=1",
+            expected=expected,
+            timeout=timeout,
+            report=lines.append,
+            clock=clock,
+            chunk_seconds=chunk_seconds,
+            statefulset="r-arkouda-locale",
+        )
+    return lines, err.value
+
+
+QUOTA_REFUSAL = (
+    'create Pod r-arkouda-locale-1 in StatefulSet r-arkouda-locale failed error: pods "r-arkouda-locale-1" is '
+    "forbidden: exceeded quota: q, requested: cpu=2, used: cpu=2, limited: cpu=3"
+)
+
+
+def test_a_locale_its_statefulset_cannot_create_shows_the_admission_refusal_read_at_most_every_few_seconds() -> None:
+    clock = FakeClock()
+    api = FakeKube(on_idle_watch=clock.advance)
+    api.pods["r-arkouda-locale-0"] = make_pod("r-arkouda-locale-0")
+    api.statefulset_events["r-arkouda-locale"] = [
+        EventInfo(type="Normal", reason="SuccessfulCreate", message="create Pod r-arkouda-locale-0 ... successful"),
+        EventInfo(
+            type="Warning",
+            reason="FailedCreate",
+            message="old refusal",
+            last_seen=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        ),
+        EventInfo(
+            type="Warning",
+            reason="FailedCreate",
+            message=QUOTA_REFUSAL,
+            last_seen=dt.datetime(2026, 1, 2, tzinfo=dt.UTC),
+        ),
+    ]
+    lines, err = timed_out(api, clock, expected=2, timeout=60, chunk_seconds=1)
+    refused = f"1/2 locales ready; waiting for r-arkouda-locale-1 (FailedCreate: {QUOTA_REFUSAL})"
+    assert lines == [refused]
+    assert str(err) == f"timed out after 60s: {refused}"  # the WaitTimeout Event's message
+    # a progress line per watch chunk (60 of them), the Events read once per EVENTS_MIN_INTERVAL only
+    reads = [c for c in api.calls if c[0] == "list_statefulset_events"]
+    assert 1 < len(reads) <= 60 / EVENTS_MIN_INTERVAL + 1
+
+
+def test_without_a_refusal_or_events_rights_a_missing_locale_is_not_created_yet() -> None:
+    clock = FakeClock()
+    for api in (
+        FakeKube(on_idle_watch=clock.advance),
+        FakeKube(
+            on_idle_watch=clock.advance,
+            fail_with={"list_statefulset_events": ForbiddenError(verb="list", resource="events", namespace="ns")},
+        ),
+    ):
+        lines, _ = timed_out(api, clock, expected=1, timeout=5)
+        assert lines == ["0/1 locales ready; waiting for r-arkouda-locale-0 (not created yet)"]
+
+
 def test_no_locales_needed_for_one_locale() -> None:
     api = FakeKube()
     assert wait_for_locales(api, namespace="ns", selector="s=1", expected=0, timeout=1, report=print) == []

@@ -28,6 +28,7 @@ def test_reasons_and_types() -> None:
         ("LocaleLost", "Warning"),
         ("Relaunching", "Normal"),
         ("WaitTimeout", "Warning"),
+        ("ImpostorPod", "Warning"),
         ("RunSucceeded", "Normal"),
         ("RunFailed", "Warning"),
         ("LocalesReleased", "Normal"),

@@ -91,3 +91,42 @@ def test_retired_host_keys_newest_first_and_bounded() -> None:
     assert retired == list(reversed(hosts[:-1]))[: keys.MAX_RETIRED_HOST_KEYS]
     assert hosts[-1] not in retired  # the current key is never "retired"
     assert keys.retired_host_keys("garbage\nssh-rsa AAAA\n") == []
+
+
+def test_an_sshd_or_a_client_mounted_with_its_fields_only_is_valid_and_checked_as_far_as_it_goes() -> None:
+    data = keys.build_secret_data(release="r", with_token=True)
+    sshd_only = {k: data[k] for k in keys.SSHD_FIELDS}
+    client_only = {k: data[k] for k in keys.CLIENT_FIELDS}
+    keys.validate_secret_data(sshd_only, source="s", required=keys.SSHD_FIELDS)
+    keys.validate_secret_data(client_only, source="s", required=keys.CLIENT_FIELDS)
+    # the whole Secret (keygen) is still required to be whole
+    with pytest.raises(BootstrapError, match=r"^s: field id_ed25519: missing or empty$"):
+        keys.validate_secret_data(sshd_only, source="s")
+    with pytest.raises(BootstrapError, match=r"^s: field authorized_keys: missing or empty$"):
+        keys.validate_secret_data(client_only, source="s", required=keys.SSHD_FIELDS)
+    # the pairs that are there are still checked against each other
+    other = keys.build_secret_data(release="r", with_token=False)
+    with pytest.raises(BootstrapError, match=r"field ssh_host_ed25519_key.pub: does not match ssh_host_ed25519_key"):
+        keys.validate_secret_data(
+            {**sshd_only, keys.HOST_PUB: other[keys.HOST_PUB]}, source="s", required=keys.SSHD_FIELDS
+        )
+    with pytest.raises(BootstrapError, match=r"field authorized_keys: authorizes no ssh-ed25519 key"):
+        keys.validate_secret_data(
+            {**sshd_only, keys.AUTHORIZED_KEYS: b"# nobody\n"}, source="s", required=keys.SSHD_FIELDS
+        )
+    with pytest.raises(BootstrapError, match=r"field known_hosts: does not pin the key in ssh_host_ed25519_key"):
+        keys.validate_secret_data(
+            {**sshd_only, keys.KNOWN_HOSTS: other[keys.KNOWN_HOSTS]}, source="s", required=keys.SSHD_FIELDS
+        )
+
+
+def test_a_client_with_the_host_public_key_sees_it_disagree_with_the_pinned_one() -> None:
+    data = keys.build_secret_data(release="r", with_token=False)
+    launcher = {k: data[k] for k in (*keys.CLIENT_FIELDS, keys.HOST_PUB)}
+    keys.validate_secret_data(launcher, source="s", required=keys.CLIENT_FIELDS)
+    bad = {**launcher, keys.HOST_PUB: data[keys.CLIENT_PUB]}  # a valid key, but not the host key
+    with pytest.raises(
+        BootstrapError,
+        match=r"^s: field ssh_host_ed25519_key.pub: does not match the ssh_host_ed25519_key that known_hosts pins$",
+    ):
+        keys.validate_secret_data(bad, source="s", required=keys.CLIENT_FIELDS)

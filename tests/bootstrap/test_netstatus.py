@@ -241,6 +241,18 @@ def test_own_address_waits_for_the_annotation_through_a_watch_of_this_pod() -> N
     assert ("list_pods", f"{netstatus.POD_NAME_LABEL}=r-arkouda-server-0") in api.calls
 
 
+def test_own_address_reads_only_this_pod_not_another_that_takes_its_labels_or_name() -> None:
+    # a pod made with this pod's labels and name after it (another uid) must not lend it an address
+    clock = FakeClock()
+    api = FakeKube(pods={"r-arkouda-server-0": server_pod()})
+    other = replace(server_pod(attached("10.250.0.66")), uid="uid-other")
+    api.script(END, api.event("MODIFIED", other), api.event("MODIFIED", server_pod(attached("10.250.0.2"))))
+    got = own_address(
+        api, namespace="ns", pod_name="r-arkouda-server-0", attachment=NET, clock=clock, sleep=clock.sleep
+    )
+    assert got == "10.250.0.2"
+
+
 def test_own_address_of_a_job_pod_watches_its_labels() -> None:
     clock = FakeClock()
     job_pod = make_pod("r-arkouda-server-abcde", labels={"batch.kubernetes.io/job-name": "r-run", "app": "x"})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from apiserver_double import Answer, ApiServerDouble, serving
@@ -22,8 +23,16 @@ from arkouda_bootstrap.kube.api import (
     PodList,
     pod_from_json,
 )
+from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import ChunkEnded
-from arkouda_bootstrap.nodewatch import NodeWatchSettings, Reaper, node_lost_evidence, run_nodewatch, statefulset_of
+from arkouda_bootstrap.nodewatch import (
+    NodeWatchSettings,
+    Reaper,
+    impostor_event,
+    node_lost_evidence,
+    run_nodewatch,
+    statefulset_of,
+)
 from fakes import END, FakeClock, FakeKube, GoneError, make_pod
 from kubernetes import client
 from test_kube_models import wire
@@ -126,6 +135,21 @@ def test_a_live_kubelets_termination_and_foreign_pods_are_never_forced() -> None
     assert reaper.reap_due() == []
     assert not any(op == "force_delete_pod" for op, _ in kube.calls)
     assert kube.created_events == []
+
+
+def test_a_pod_with_a_statefulset_pods_name_and_labels_but_not_its_owner_is_never_forced() -> None:
+    # a hand-made pod that took the name of a deleted locale pod, then got stuck on a lost node
+    impostor = replace(stuck(f"{LOCALE}-2"), controller=None)
+    kube, clock = FakeKube(pods={impostor.name: impostor}), FakeClock()
+    owned = OwnedBy(kube, namespace="ns", statefulsets=SETTINGS.statefulsets, on_impostor=impostor_event(kube))
+    reaper = Reaper(kube, SETTINGS, clock=clock, owned=owned)
+    reaper.observe(kube.list_pods(namespace="ns", selector=SETTINGS.selector))
+    clock.advance(3600)
+    assert reaper.reap_due() == []
+    assert not any(op == "force_delete_pod" for op, _ in kube.calls)
+    [event] = kube.created_events
+    assert (event.reason, event.type, event.pod.name) == ("ImpostorPod", "Warning", f"{LOCALE}-2")
+    assert f"ignoring pod {LOCALE}-2 (uid old-{LOCALE}-2)" in event.message
 
 
 def test_the_clock_starts_when_the_deletion_is_seen_and_resets_for_a_new_pod() -> None:

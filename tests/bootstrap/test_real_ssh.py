@@ -132,6 +132,38 @@ def test_locale_writes_strict_sshd_config_accepted_by_sshd_t(locale_sshd: Locale
     assert Path(f"/proc/{children[0]}/status").read_text().count(f"\t{pwd.getpwnam(locale_sshd.user).pw_uid}\t") >= 1
 
 
+def test_a_locale_mounted_with_only_its_sshd_fields_starts_and_lets_the_launcher_in(
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+    tmp_path: Path,
+) -> None:
+    # What the chart mounts in a locale pod in Arkouda mode: no client key, no known_hosts, no token.
+    sshd_only = {k: v for k, v in secret_data.items() if k in (*keys.SSHD_FIELDS, keys.RELEASE_ID)}
+    secret_dir = write_secret_dir(shared_dir / "secret-sshd-only", sshd_only)
+    locale = start_as(test_user, sshds, secret_dir=secret_dir, state_dir=shared_dir / "state")
+    copies = {p.name for p in (locale.state_dir / "ssh").iterdir()}
+    assert copies == set(sshd_only)
+    probe_pods(locale, secret_data, tmp_path)
+
+
+def test_a_locale_refuses_a_mount_without_its_sshd_fields_naming_the_first(
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    secret_data: dict[str, bytes],
+    sshds: list[LocaleSshd],
+) -> None:
+    client_only = {k: v for k, v in secret_data.items() if k in keys.CLIENT_FIELDS}
+    secret_dir = write_secret_dir(shared_dir / "secret-client-only", client_only)
+    locale = start_as(test_user, sshds, secret_dir=secret_dir, state_dir=shared_dir / "state", wait=False)
+    refusal = f"SSH Secret mounted at {secret_dir}: field authorized_keys: missing or empty"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (locale.log.exists() and refusal in locale.log.read_text()):
+        time.sleep(0.05)
+    assert locale.log.exists() and refusal in locale.log.read_text()
+
+
 def test_locale_writes_the_launcher_ssh_wrapper_at_the_servers_path(locale_sshd: LocaleSshd) -> None:
     """mpirun hands its plm_rsh_agent path (the server's <state>/bin/ssh) to every orted it starts; orted exits
     when that path does not exist on its host, and a daemonized orted dies silently: mpirun then hangs. So

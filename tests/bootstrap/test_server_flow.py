@@ -224,6 +224,17 @@ def test_server_terminates_program_when_a_locale_is_lost(run_server: ServerRun) 
     assert events[-1]["type"] == "Warning"
 
 
+# the Events of a run, a lost locale, and the relaunch in place
+RELAUNCHED = ["LocalesReady", "Launched", "LocaleLost", "Relaunching", "LocalesReady", "Launched"]
+
+
+def assert_two_runs_on_every_host(shared_dir: Path, test_user: pwd.struct_passwd, log: str) -> None:
+    """Both runs reached every host (the server pod, locales 0 and 1) over the pinned ssh, and no other host."""
+    ran = (shared_dir / "out" / "ran").read_text().splitlines()
+    expected = 2 * [f"ok {ip} {test_user.pw_name}" for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    assert sorted(ran) == sorted(expected), "\n".join([*ran, log])
+
+
 def test_server_relaunches_in_place_when_the_lost_locale_is_back(
     test_user: pwd.struct_passwd, shared_dir: Path, run_server: ServerRun
 ) -> None:
@@ -240,19 +251,43 @@ def test_server_relaunches_in_place_when_the_lost_locale_is_back(
         env={"ARKBS_SLEEP": "60"},  # the first run waits to be stopped, the relaunched one exits 0
     )
     assert code == 0, log
-    assert [e["reason"] for e in events] == [
-        "LocalesReady",
-        "Launched",
-        "LocaleLost",
-        "Relaunching",
-        "LocalesReady",
-        "Launched",
-    ]
+    assert [e["reason"] for e in events] == RELAUNCHED
     assert "relaunching when all locales are Ready again (relaunch 1/5 in a row)" in events[3]["message"]
     # both runs reached every host over the pinned ssh
-    ran = (shared_dir / "out" / "ran").read_text().splitlines()
-    expected = 2 * [f"ok {ip} {test_user.pw_name}" for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
-    assert sorted(ran) == sorted(expected), "\n".join([*ran, log])
+    assert_two_runs_on_every_host(shared_dir, test_user, log)
+
+
+def test_server_relaunches_on_the_real_pod_and_names_an_impostor_with_the_lost_locales_labels(
+    test_user: pwd.struct_passwd, shared_dir: Path, run_server: ServerRun
+) -> None:
+    # `kubectl debug --copy-to r-arkouda-locale-1-copy --keep-labels` during a locale loss: a pod with locale 1's
+    # labels (pod-index included) that the StatefulSet does not own. It must neither enter the host list nor
+    # stop the relaunch with a duplicate ordinal.
+    api = fake_cluster()
+    copy = make_pod(
+        "r-arkouda-locale-1-copy",
+        ip="127.0.0.9",
+        uid="uid-copy",
+        labels={"apps.kubernetes.io/pod-index": "1"},
+        controller=None,
+    )
+    api.script(
+        Gate(shared_dir / "out" / "ran.slept"),
+        api.event("DELETED", make_pod("r-arkouda-locale-1", ip="127.0.0.3")),
+        api.event("ADDED", copy),
+        api.event("ADDED", make_pod("r-arkouda-locale-1", ip="127.0.0.3", uid="second")),
+    )
+    code, log, events = run_server(api=api, env={"ARKBS_SLEEP": "60", "ARKOUDA_LOCALE_STATEFULSET": "r-arkouda-locale"})
+    assert code == 0, log
+    named = (
+        "ignoring pod r-arkouda-locale-1-copy (uid uid-copy): it carries this release's labels but is not a pod of "
+        "StatefulSet r-arkouda-locale (it has no controller)"
+    )
+    assert named in log
+    impostor = [e for e in events if e["reason"] == "ImpostorPod"]
+    assert len(impostor) == 1 and impostor[0]["type"] == "Warning" and named in impostor[0]["message"], events
+    assert [e["reason"] for e in events if e["reason"] != "ImpostorPod"] == RELAUNCHED
+    assert_two_runs_on_every_host(shared_dir, test_user, log)  # and never on the impostor's 127.0.0.9
 
 
 def test_server_probe_failure_names_host_and_pod(shared_dir: Path, run_server: ServerRun) -> None:
@@ -313,19 +348,17 @@ def test_server_no_supervise_execs_the_program(shared_dir: Path, run_server: Ser
 
 def test_server_fails_fast_on_a_broken_secret(shared_dir: Path, run_server: ServerRun) -> None:
     broken = keys.build_secret_data(release="b", with_token=False)
-    del broken[keys.AUTHORIZED_KEYS]
+    del broken[keys.KNOWN_HOSTS]  # the launcher's container holds the client side only (keys.CLIENT_FIELDS)
     secret_dir = write_secret_dir(shared_dir / "broken-secret", broken)
     api = FakeKube()  # no locale pods at all: a wait would time out; the Secret error must come first
     code, log, events = run_server(api=api, secret_dir=secret_dir)
     assert code == 1, log
-    assert (
-        f"arkouda-bootstrap: error: SSH Secret mounted at {secret_dir}: field authorized_keys: missing or empty" in log
-    )
+    assert f"arkouda-bootstrap: error: SSH Secret mounted at {secret_dir}: field known_hosts: missing or empty" in log
     # (api.calls lives in the forked child; its progress lines would show a wait had started)
     assert "locales ready" not in log
     # `kubectl describe pod` tells the same, with a reason to search for
     assert [(e["reason"], e["type"]) for e in events] == [("SecretInvalid", "Warning")]
-    assert "field authorized_keys: missing or empty" in events[0]["message"]
+    assert "field known_hosts: missing or empty" in events[0]["message"]
 
 
 def test_server_names_missing_rbac_in_an_event(run_server: ServerRun) -> None:
@@ -397,3 +430,15 @@ def test_arbitrary_uid_without_passwd_entry(
     assert code == 0, log
     ran = (shared_dir / "out" / "ran").read_text().splitlines()
     assert ran == ["ok 127.0.0.1 arkouda", "ok 127.0.0.2 arkouda", "ok 127.0.0.3 arkouda"]
+
+
+def test_server_launches_with_the_client_side_of_the_secret_only(
+    shared_dir: Path, loopback_sshd: tuple[Path, int], run_server: ServerRun
+) -> None:
+    # what the chart mounts in the server pod's `server` container: no host private key, no authorized_keys
+    secret_dir, _ = loopback_sshd
+    client_side = {p.name: p.read_bytes() for p in secret_dir.iterdir() if p.name in keys.CLIENT_FIELDS}
+    assert set(client_side) == set(keys.CLIENT_FIELDS)
+    code, log, events = run_server(secret_dir=write_secret_dir(shared_dir / "client-side", client_side))
+    assert code == 0, log
+    assert [e["reason"] for e in events] == ["LocalesReady", "Launched"]

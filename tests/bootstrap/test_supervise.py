@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, GoneError, PodCondition, PodInfo
+from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.server.supervise import LocaleMonitor, exit_status, lost_reason, run_supervised
 from fakes import FakeKube, make_pod
 
@@ -198,6 +199,26 @@ def test_monitor_ignores_healthy_and_untracked_changes() -> None:
         monitor.stop()
     assert api.watch_script.qsize() == 0
     assert lost == []
+
+
+def test_monitor_counts_a_pod_that_takes_a_tracked_name_without_its_statefulset_as_gone() -> None:
+    # After locale r-0 was deleted and replaced by a pod of the same name that the StatefulSet does not own, the
+    # locale is gone: the impostor is never mistaken for the tracked pod coming back.
+    tracked = make_pod("r-0", ip="10.0.0.1")
+    api = FakeKube(block=True)
+    api.pods["r-0"] = tracked
+    named: list[str] = []
+    owned = OwnedBy(api, namespace="ns", statefulsets=["r"], on_impostor=lambda pod, msg: named.append(pod.name))
+    monitor = LocaleMonitor(api, namespace="ns", selector="s=1", locales=[tracked], chunk_seconds=1, owned=owned)
+    lost: list[str] = []
+    monitor.start(lost.append)
+    try:
+        api.script(api.event("MODIFIED", make_pod("r-0", ip="10.0.0.1", uid=tracked.uid, controller=None)))
+        wait_until(lambda: lost, 10)
+    finally:
+        monitor.stop()
+    assert lost == ["locale pod r-0 was deleted"]
+    assert named == ["r-0"]
 
 
 def test_sigterm_during_startup_is_delivered_to_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

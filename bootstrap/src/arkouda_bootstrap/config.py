@@ -160,6 +160,8 @@ class ServerSettings:
     slurm: SlurmSource | None = None
     # a secondary network's NetworkAttachmentDefinition (<name> or <ns>/<name>): the hosts' addresses come from it
     network_attachment: str = ""
+    # the locale StatefulSet: only its pods are locales (kube.ownership); "" trusts the selector alone
+    locale_statefulset: str = ""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ StatefulSet recreates it on a remaining node (docs/node-loss.md has the timeline
 When a node dies, the node controller marks its pods NotReady and taints the node `unreachable:NoExecute`; the
 taint manager then deletes the pods (after the chart's short tolerationSeconds), but only the kubelet of that node
 can confirm a graceful deletion, so the pod stays Terminating and its StatefulSet never makes the replacement
-(one pod per name). This watch acts only on pods that (1) belong to one of the named StatefulSets, (2) are being
+(one pod per name). This watch acts only on pods that (1) belong to one of the named StatefulSets (by name and by
+controller UID: kube.ownership; another pod with the labels is named in an Event `ImpostorPod` on it), (2) are being
 deleted, (3) carry the node controller's or the taint manager's mark of a lost node, and (4) have outlived their
 own grace period plus a margin, as seen by this process: a kubelet that is alive confirms within the grace period.
 The delete carries the pod's uid as precondition, so the replacement under the same name is never touched.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 
 log = logging.getLogger(__name__)
@@ -71,10 +73,18 @@ class NodeWatchSettings:
 class Reaper:
     """Keeps the followed pods and, on `reap_due`, force-deletes those stuck on a lost node long enough."""
 
-    def __init__(self, api: KubeApi, settings: NodeWatchSettings, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        api: KubeApi,
+        settings: NodeWatchSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        owned: Callable[[PodInfo], bool] | None = None,
+    ):
         self._api = api
         self._settings = settings
         self._clock = clock
+        self._owned = owned
         self._cache = PodCache(keep=self._ours)
         self._deleting_since: dict[str, float] = {}  # by uid: when this process first saw the deletion
         self._done: set[str] = set()  # uids already force-deleted (or found gone)
@@ -92,7 +102,8 @@ class Reaper:
         self._done &= live
 
     def _ours(self, pod: PodInfo) -> bool:
-        return statefulset_of(pod.name, self._settings.statefulsets) is not None
+        named = statefulset_of(pod.name, self._settings.statefulsets) is not None
+        return named and (self._owned is None or self._owned(pod))
 
     def due(self) -> list[tuple[PodInfo, str, float]]:
         """(pod, evidence, seconds since its deletion was seen) of every pod to force-delete now."""
@@ -141,6 +152,16 @@ class Reaper:
         return reaped
 
 
+def impostor_event(api: KubeApi) -> Callable[[PodInfo, str], None]:
+    """The Event `ImpostorPod` goes on the impostor itself (this Deployment's pod tells no story of its own)."""
+
+    def emit(pod: PodInfo, message: str) -> None:
+        on_it = EventRecorder(api, PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid))
+        on_it.emit(Reason.IMPOSTOR_POD, message)
+
+    return emit
+
+
 def run_nodewatch(
     api: KubeApi,
     settings: NodeWatchSettings,
@@ -154,7 +175,10 @@ def run_nodewatch(
     non-zero: the chart's Role is wrong)."""
     stop = stop or threading.Event()
     wait = sleep or stop.wait
-    reaper = Reaper(api, settings, clock=clock)
+    owned = OwnedBy(
+        api, namespace=settings.namespace, statefulsets=settings.statefulsets, on_impostor=impostor_event(api)
+    )
+    reaper = Reaper(api, settings, clock=clock, owned=owned)
     log.info(
         "watching pods of %s (selector %s) for pods stuck terminating on a lost node (margin %gs)",
         ", ".join(settings.statefulsets),

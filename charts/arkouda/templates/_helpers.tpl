@@ -5,11 +5,13 @@ arkouda-common library chart (charts/arkouda-common).
 */}}
 
 {{- /*
-arkouda.keygenHooks: the hook events of the keygen RBAC objects: the pre-install/pre-upgrade keygen Job needs
-them, and so does the post-delete Job when keygen.deleteOnUninstall.
+arkouda.keygenHooks: the hook events of the keygen RBAC objects: the keygen Job runs pre-install, pre-upgrade and
+pre-rollback and needs them, and so does the post-delete Job when keygen.deleteOnUninstall. post-delete also
+without that Job: when the keygen Job failed or timed out, Helm skipped the hook-succeeded clean-up of these
+objects, and at uninstall their post-delete run (before-hook-creation, then hook-succeeded) removes them.
 */}}
 {{- define "arkouda.keygenHooks" -}}
-{{- if .Values.keygen.deleteOnUninstall }}pre-install,pre-upgrade,post-delete{{ else }}pre-install,pre-upgrade{{ end -}}
+pre-install,pre-upgrade,pre-rollback,post-delete
 {{- end -}}
 
 {{- /*

@@ -41,6 +41,15 @@ SERVER = [
         doc="e.g. `app.kubernetes.io/instance=R,app.kubernetes.io/component=locale`",
     ),
     Opt(
+        "locale_statefulset",
+        "--locale-statefulset",
+        "ARKOUDA_LOCALE_STATEFULSET",
+        "the StatefulSet of the locale pods: only its pods (controller UID) count, other pods with the labels are "
+        "named and ignored; its FailedCreate Events explain a wait",
+        unset="(any pod the selector matches)",
+        doc="the locale StatefulSet: only its pods count (owner UID, not labels)",
+    ),
+    Opt(
         "pod_name",
         "--pod-name",
         "POD_NAME",
@@ -269,12 +278,15 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
     if slurm is not None:
         # the pod fields mean nothing here; the host list and our address come from the allocation at run time
         num_locales = v.integer("num_locales", minimum=1) if v.given("num_locales") else 0
-        selector, pod_name, pod_ip = "", "", ""
+        selector, pod_name, pod_ip, locale_statefulset = "", "", "", ""
+        if v.given("locale_statefulset"):
+            raise UsageError(f"{v.source('locale_statefulset')} needs {hosts_flag} {HostsFrom.KUBERNETES}")
         port = v.port() if v.given("port") else config.SLURM_SSH_PORT
         state_dir = v.path("state_dir") if v.given("state_dir") else config.slurm_state_dir(v.environ)
     else:
         num_locales = v.integer("num_locales", minimum=1)
         selector = v.parsed("selector", config.parse_selector)
+        locale_statefulset = v.parsed("locale_statefulset", config.parse_name) if v.raw("locale_statefulset") else ""
         pod_name = v.required("pod_name")
         pod_ip = v.parsed("pod_ip", config.parse_ipv4)
         port = v.port()
@@ -283,6 +295,7 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
         namespace=namespace,
         num_locales=num_locales,
         selector=selector,
+        locale_statefulset=locale_statefulset,
         pod_name=pod_name,
         pod_ip=pod_ip,
         port=port,

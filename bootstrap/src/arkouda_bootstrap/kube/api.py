@@ -74,6 +74,15 @@ class ContainerState:
 
 
 @dataclass(frozen=True)
+class OwnerRef:
+    """A pod's controller (the metadata.ownerReferences entry with controller: true)."""
+
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
 class PodInfo:
     name: str
     namespace: str = ""
@@ -89,6 +98,8 @@ class PodInfo:
     # metadata.deletionGracePeriodSeconds: how long the kubelet was given to confirm the deletion
     deletion_grace_seconds: int | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)  # read for the secondary network (netstatus)
+    # the controller: what proves a pod is the release's own (kube.ownership), where labels prove nothing
+    controller: OwnerRef | None = None
 
     def condition(self, type_: str) -> PodCondition | None:
         for cond in self.conditions:
@@ -172,6 +183,14 @@ class KubeApi(ReplicaSetter, Protocol):
     def get_pod(self, *, namespace: str, name: str) -> PodInfo | None: ...
 
     def list_pod_events(self, *, namespace: str, pod_name: str) -> list[EventInfo]: ...
+
+    def list_statefulset_events(self, *, namespace: str, name: str) -> list[EventInfo]:
+        """The Events of StatefulSet `name` (FailedCreate: why its controller cannot create pods)."""
+        ...
+
+    def get_statefulset_uid(self, *, namespace: str, name: str) -> str | None:
+        """metadata.uid of StatefulSet `name` (RBAC: get statefulsets); None when it does not exist."""
+        ...
 
     def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None: ...
 
@@ -290,7 +309,15 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodInfo:
         annotations=dict(meta.get("annotations") or {}),
         node_name=_s(_d(obj.get("spec")).get("nodeName")),
         deletion_grace_seconds=_int_or_none(meta.get("deletionGracePeriodSeconds")),
+        controller=_controller(meta.get("ownerReferences")),
     )
+
+
+def _controller(refs: object) -> OwnerRef | None:
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return OwnerRef(kind=_s(ref.get("kind")), name=_s(ref.get("name")), uid=_s(ref.get("uid")))
+    return None
 
 
 def _int_or_none(value: object) -> int | None:
@@ -397,7 +424,7 @@ class KubernetesApi:
         return self._discovery
 
     def _apps_api(self) -> Any:
-        """AppsV1Api, built on first use: only the idle gate and `server --scale-down-when-done` need it."""
+        """AppsV1Api, built on first use: StatefulSets (their uid, their scale) are read by some callers only."""
         if self._apps is None:
             from kubernetes.client import AppsV1Api
 
@@ -516,11 +543,22 @@ class KubernetesApi:
         return None if result is None else pod_from_json(result)
 
     def list_pod_events(self, *, namespace: str, pod_name: str) -> list[EventInfo]:
-        selector = f"involvedObject.kind=Pod,involvedObject.name={pod_name}"
+        return self._list_events(namespace, kind="Pod", name=pod_name)
+
+    def list_statefulset_events(self, *, namespace: str, name: str) -> list[EventInfo]:
+        return self._list_events(namespace, kind="StatefulSet", name=name)
+
+    def _list_events(self, namespace: str, *, kind: str, name: str) -> list[EventInfo]:
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
         result = self._call(
             "list events", namespace, self._core.list_namespaced_event, namespace, field_selector=selector
         )
         return [event_from_json(e) for e in (result or {}).get("items") or ()]
+
+    def get_statefulset_uid(self, *, namespace: str, name: str) -> str | None:
+        call = self._apps_api().read_namespaced_stateful_set
+        result = self._call("get statefulsets", namespace, call, name, namespace, missing_ok=True)
+        return None if result is None else _s(_d(result.get("metadata")).get("uid"))
 
     def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
         body = event_body(pod=pod, reason=reason, message=message, type_=type_, now=dt.datetime.now(dt.UTC))

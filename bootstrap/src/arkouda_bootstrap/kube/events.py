@@ -2,7 +2,7 @@
 puts on the pod it force-deleted).
 
 Reasons (docs/interfaces.md): LocalesReady, KeysPending, ProbeFailed, Launched, LocaleLost, Relaunching,
-WaitTimeout, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable,
+WaitTimeout, ImpostorPod, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable,
 SecondaryNetworkMissing. Failing to emit an
 Event is logged, never fatal.
 """
@@ -29,6 +29,8 @@ class Reason(StrEnum):
     LOCALE_LOST = "LocaleLost"
     RELAUNCHING = "Relaunching"
     WAIT_TIMEOUT = "WaitTimeout"
+    # a pod with the release's labels that its StatefulSets do not own (kube.ownership): named, then ignored
+    IMPOSTOR_POD = "ImpostorPod"
     # mpi job mode (`server --scale-down-when-done`), on the launcher pod and its Job: how the one run ended, then
     # the locale StatefulSet scaled to 0 (or why it could not be)
     RUN_SUCCEEDED = "RunSucceeded"
@@ -62,6 +64,7 @@ WARNINGS = frozenset(
         Reason.PROBE_FAILED,
         Reason.LOCALE_LOST,
         Reason.WAIT_TIMEOUT,
+        Reason.IMPOSTOR_POD,
         Reason.RUN_FAILED,
         Reason.LOCALES_KEPT,
         Reason.NODE_LOST,

@@ -202,7 +202,8 @@ def own_address(
         log.info("%s; waiting up to %gs for it", exc, grace)
     deadline = clock() + grace
     labels = {POD_NAME_LABEL: pod_name} if own.labels.get(POD_NAME_LABEL) == pod_name else own.labels
-    cache = PodCache(keep=lambda pod: pod.name == pod_name)
+    # this very pod (its uid), not another one the selector matches or one that takes its name later
+    cache = PodCache(keep=lambda pod: pod.name == pod_name and pod.uid == own.uid)
     with contextlib.closing(
         follow_pods(
             api,

@@ -3,7 +3,9 @@
 Prints progress lines (at most one per PROGRESS_MIN_INTERVAL while pods change, and each change shows within a
 watch chunk), e.g.
 `3/7 locales ready; waiting for arkouda-locale-4 (Pending: 0/3 nodes are available: 3 Insufficient cpu)`,
-with the reason taken from the pod's conditions, container states and (for the first waiting pod) its Events.
+with the reason taken from the pod's conditions, container states and (for the first waiting pod) its Events; a
+locale not created yet shows why its StatefulSet cannot create it (its latest FailedCreate Event: a quota, a
+LimitRange, an admission webhook) when the StatefulSet is known.
 Ready locales are returned ordered by StatefulSet ordinal (label `apps.kubernetes.io/pod-index`, else the pod
 name's numeric suffix) — never in API order.
 """
@@ -80,6 +82,19 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()).rstrip(".")
 
 
+def _latest_warning(events: Iterable[EventInfo], *, reason: str | None = None) -> EventInfo | None:
+    warnings = [e for e in events if e.type == "Warning" and e.message and (reason is None or e.reason == reason)]
+    if not warnings:
+        return None
+    return max(warnings, key=lambda e: e.last_seen.timestamp() if e.last_seen is not None else float("-inf"))
+
+
+def creation_refused(events: Iterable[EventInfo]) -> str | None:
+    """Why a StatefulSet cannot create its pods, from its latest FailedCreate Event, or None."""
+    latest = _latest_warning(events, reason="FailedCreate")
+    return None if latest is None else f"{latest.reason}: {_one_line(latest.message)}"
+
+
 def pod_reason(pod: PodInfo, events: Iterable[EventInfo] = ()) -> str:
     """Why a pod is not ready, in a few words: `Pending: 0/3 nodes are available: 3 Insufficient cpu`."""
     if pod.deleting:
@@ -96,11 +111,8 @@ def pod_reason(pod: PodInfo, events: Iterable[EventInfo] = ()) -> str:
             if cs.state == "terminated" and (cs.exit_code or 0) != 0:
                 detail = f"{cs.name}: {cs.reason or 'Error'} (exit {cs.exit_code})"
                 break
-    if not detail:
-        warnings = [e for e in events if e.type == "Warning" and e.message]
-        if warnings:
-            latest = max(warnings, key=lambda e: e.last_seen.timestamp() if e.last_seen is not None else float("-inf"))
-            detail = f"{latest.reason}: {latest.message}"
+    if not detail and (latest := _latest_warning(events)) is not None:
+        detail = f"{latest.reason}: {latest.message}"
     if not detail:
         for cs in pod.containers:
             if cs.state == "waiting" and cs.reason:
@@ -133,9 +145,13 @@ def evaluate(
     expected: int,
     events_for: Callable[[PodInfo], list[EventInfo]] | None = None,
     addresses: Addresses | None = None,
+    not_created: Callable[[], str | None] | None = None,
+    statefulset: str | None = None,
 ) -> tuple[Progress, list[PodInfo]]:
     """Compute progress from the current pods; the ready locales (ordinal < expected) in ordinal order. With
-    `addresses` (a secondary network) a Ready pod counts once its address there is known."""
+    `addresses` (a secondary network) a Ready pod counts once its address there is known. `not_created` says why
+    the missing locales are not created (None: no reason known); `statefulset` names them (else a present pod's
+    name does, or their ordinals)."""
     # One pass over the pods: this runs for every progress line.
     wanted = [p for p in order_pods(pods.values()) if ordinal(p) < expected]
     ready: list[PodInfo] = []
@@ -157,12 +173,13 @@ def evaluate(
     if missing > 0:
         present = {ordinal(p) for p in wanted}
         absent = [n for n in range(expected) if n not in present]
-        base = _SUFFIX.sub("", wanted[0].name) if wanted else None
+        base = statefulset or (_SUFFIX.sub("", wanted[0].name) if wanted else None)
         names = [f"{base}-{n}" for n in absent] if base else [f"ordinal {n}" for n in absent]
         shown = ", ".join(names[:MAX_WAITING_SHOWN]) + (
             f" and {len(names) - MAX_WAITING_SHOWN} more" if len(names) > MAX_WAITING_SHOWN else ""
         )
-        parts.append(f"{shown} (not created yet)")
+        refused = not_created() if not_created is not None else None
+        parts.append(f"{shown} ({refused or 'not created yet'})")
     line = f"{len(ready)}/{expected} locales ready; waiting for " + ", ".join(parts)
     return Progress(ready=len(ready), expected=expected, line=line, done=False), ready
 
@@ -181,6 +198,8 @@ def wait_for_locales(
     on_ready: Callable[[PodInfo], None] | None = None,
     line_interval: float = PROGRESS_MIN_INTERVAL,
     addresses: Addresses | None = None,
+    keep: Callable[[PodInfo], bool] | None = None,
+    statefulset: str | None = None,
 ) -> list[PodInfo]:
     """Block until `expected` locale pods are Ready with an IP; return them in ordinal order.
 
@@ -194,7 +213,11 @@ def wait_for_locales(
 
     With `addresses` (a secondary network) a locale counts as Ready once its address there is known; a Ready
     locale still without it after the grace of `addresses` raises its NetworkStatusError (checked at every watch
-    event and chunk end)."""
+    event and chunk end).
+
+    With `keep` (kube.ownership.OwnedBy) only the pods it keeps are locales. With `statefulset` (the locales'
+    StatefulSet) a locale not created yet is shown with the StatefulSet's latest FailedCreate Event, read at most
+    once per EVENTS_MIN_INTERVAL."""
     if expected <= 0:
         return []
     deadline = clock() + timeout
@@ -227,6 +250,24 @@ def wait_for_locales(
                 return []
         return events_cache[key]
 
+    refusal: str | None = None
+    last_refusal_fetch: float | None = None
+
+    def not_created() -> str | None:
+        nonlocal events_broken, refusal, last_refusal_fetch
+        if statefulset is None or events_broken:
+            return None
+        now = clock()
+        if last_refusal_fetch is None or now - last_refusal_fetch >= EVENTS_MIN_INTERVAL:
+            last_refusal_fetch = now
+            try:
+                refusal = creation_refused(api.list_statefulset_events(namespace=namespace, name=statefulset))
+            except BootstrapError as exc:
+                log.warning("not showing StatefulSet Events in progress lines: %s", exc)
+                events_broken = True
+                return None
+        return refusal
+
     def track(name: str, pod: PodInfo | None) -> None:
         """Keep `ready` current for one pod (None: deleted)."""
         if pod is not None and pod.ready and ordinal(pod) < expected and (addresses is None or addresses.usable(pod)):
@@ -252,10 +293,18 @@ def wait_for_locales(
             say(f"{expected}/{expected} locales ready")
             return result
         if force or last_line_at is None or clock() - last_line_at >= line_interval:
-            say(evaluate(pods, expected=expected, events_for=events_for, addresses=addresses)[0].line)
+            progress, _ = evaluate(
+                pods,
+                expected=expected,
+                events_for=events_for,
+                addresses=addresses,
+                not_created=not_created,
+                statefulset=statefulset,
+            )
+            say(progress.line)
         return None
 
-    cache = PodCache()
+    cache = PodCache(keep=keep)
     try:
         with contextlib.closing(
             follow_pods(

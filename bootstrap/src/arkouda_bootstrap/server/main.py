@@ -22,6 +22,7 @@ from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.kube import netstatus
 from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodInfo, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.server import discovery, launch, workdir
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
@@ -48,6 +49,8 @@ class Prepared:
     plan: launch.LaunchPlan
     client: ssh.ClientFiles
     identity: Identity
+    # which pods are locales (--locale-statefulset); None: any pod the selector matches
+    owned: OwnedBy | None = None
 
 
 def prepare_server(
@@ -70,6 +73,7 @@ def prepare_server(
             else None
         )
     expected = settings.num_locales - 1
+    owned = _owned(api, settings, recorder=recorder, report=report) if expected > 0 else None
     # A pod of this release that has not reloaded a changed Secret yet (the kubelet takes about a minute) is
     # waited for until the wait deadline; a foreign host key still fails at once.
     policy = replace(
@@ -122,6 +126,8 @@ def prepare_server(
                     report=report,
                     on_ready=lambda pod: prober.submit(host_of(pod)),
                     addresses=addresses,
+                    keep=owned,
+                    statefulset=settings.locale_statefulset or None,
                 )
         except discovery.WaitTimeoutError as exc:
             recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
@@ -239,6 +245,23 @@ def run_server(
         recorder.emit(Reason.RELAUNCHING, message)
 
 
+def _owned(
+    api: KubeApi, settings: ServerSettings, *, recorder: EventRecorder, report: Callable[[str], None]
+) -> OwnedBy | None:
+    """The locale filter of --locale-statefulset: an impostor is named in a progress line and an Event."""
+    if not settings.locale_statefulset:
+        return None
+
+    def impostor(pod: PodInfo, message: str) -> None:
+        report(message)
+        recorder.emit(Reason.IMPOSTOR_POD, message)
+
+    with recorder.on_error(Reason.RBAC_MISSING, of=ForbiddenError):
+        return OwnedBy(
+            api, namespace=settings.namespace, statefulsets=[settings.locale_statefulset], on_impostor=impostor
+        )
+
+
 def _exec(prepared: Prepared, env: dict[str, str], recorder: EventRecorder, *, launched: str) -> NoReturn:
     recorder.emit(Reason.LAUNCHED, launched + " (unsupervised)")
     sys.stdout.flush()
@@ -261,7 +284,13 @@ def _launch_supervised(
     output: Callable[[str], None] | None = None,
 ) -> Outcome:
     monitor = (
-        LocaleMonitor(api, namespace=settings.namespace, selector=settings.selector, locales=prepared.locales)
+        LocaleMonitor(
+            api,
+            namespace=settings.namespace,
+            selector=settings.selector,
+            locales=prepared.locales,
+            owned=prepared.owned,
+        )
         if prepared.locales
         else None
     )

@@ -49,8 +49,9 @@ def lost_reason(tracked: PodInfo, event_type: str, pod: PodInfo | None) -> str |
 
 class LocaleMonitor:
     """Follows the locale pods (podwatch.follow_pods) in a daemon thread and calls `on_lost(reason)` once when a
-    tracked locale breaks. An unreachable API is retried for as long as the program runs (kube.retry); an error no
-    retry can fix (e.g. the Role lost `watch pods`) ends the monitoring, never the program."""
+    tracked locale breaks (a pod of a tracked name that `owned` refuses counts as gone). An unreachable API is
+    retried for as long as the program runs (kube.retry); an error no retry can fix (e.g. the Role lost `watch
+    pods`) ends the monitoring, never the program."""
 
     def __init__(
         self,
@@ -60,12 +61,15 @@ class LocaleMonitor:
         selector: str,
         locales: Sequence[PodInfo],
         chunk_seconds: int = 30,
+        owned: Callable[[PodInfo], bool] | None = None,
     ) -> None:
         self._api = api
         self._namespace = namespace
         self._selector = selector
         self._tracked = {p.name: p for p in locales}
         self._chunk = chunk_seconds
+        # a pod that takes a lost locale's name without being its StatefulSet's is no locale (kube.ownership)
+        self._owned = owned
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -95,7 +99,8 @@ class LocaleMonitor:
             sleep=self._stop.wait,
             stop=self._stop,
         )
-        cache = PodCache(keep=lambda pod: pod.name in self._tracked)
+        owned = self._owned
+        cache = PodCache(keep=lambda pod: pod.name in self._tracked and (owned is None or owned(pod)))
         try:
             with contextlib.closing(followed):
                 for item in followed:

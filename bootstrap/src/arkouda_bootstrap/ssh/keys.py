@@ -41,6 +41,10 @@ MAX_RETIRED_HOST_KEYS = 4
 # pod serving a host key of a deleted and regenerated Secret is told apart from a foreign host.
 RELEASE_ID = "release-id"
 KEY_FIELDS = (CLIENT_KEY, CLIENT_PUB, AUTHORIZED_KEYS, HOST_KEY, HOST_PUB, KNOWN_HOSTS)
+# What each reader of the mounted Secret needs: the chart mounts a container only the fields it uses
+# (docs/interfaces.md), so an sshd that never ssh-es out (a locale in Arkouda mode) holds no client key.
+SSHD_FIELDS = (AUTHORIZED_KEYS, HOST_KEY, HOST_PUB)  # who may log in, and who this sshd is
+CLIENT_FIELDS = (CLIENT_KEY, CLIENT_PUB, KNOWN_HOSTS)  # who this client is, and the host key it trusts
 OPTIONAL_FIELDS = (TOKEN, ROTATION_ID, RETIRED_HOST_KEYS, RELEASE_ID)
 RELEASE_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
 # How an sshd names its release in its SSH version line (sshd_config VersionAddendum), read by the probe.
@@ -210,13 +214,22 @@ def public_of_private(private_openssh: bytes, *, what: str) -> PublicKey:
     return parse_public_key(public.decode("ascii"), what=what)
 
 
-def validate_secret_data(data: Mapping[str, bytes], *, source: str, require_token: bool = False) -> None:
-    """Raise BootstrapError naming the first missing or invalid field of the key material in `source`."""
+def validate_secret_data(
+    data: Mapping[str, bytes],
+    *,
+    source: str,
+    require_token: bool = False,
+    required: tuple[str, ...] = KEY_FIELDS,
+) -> None:
+    """Raise BootstrapError naming the first missing or invalid field of the key material in `source`.
+
+    `required` are the fields the reader needs (KEY_FIELDS: the whole Secret; SSHD_FIELDS or CLIENT_FIELDS: a
+    container mounted with only those); every pair present is checked against each other."""
 
     def fail(field: str, why: str) -> BootstrapError:
         return BootstrapError(f"{source}: field {field}: {why.removeprefix(field + ' ')}")
 
-    for field in (*KEY_FIELDS, *((TOKEN,) if require_token else ())):
+    for field in (*required, *((TOKEN,) if require_token else ())):
         if field not in data or not data[field].strip():
             raise fail(field, "missing or empty")
 
@@ -226,40 +239,50 @@ def validate_secret_data(data: Mapping[str, bytes], *, source: str, require_toke
         except UnicodeDecodeError:
             raise fail(field, "not UTF-8 text") from None
 
-    try:
-        client = public_of_private(data[CLIENT_KEY], what=CLIENT_KEY)
-    except ValueError as exc:
-        raise fail(CLIENT_KEY, str(exc)) from None
-    try:
-        host = public_of_private(data[HOST_KEY], what=HOST_KEY)
-    except ValueError as exc:
-        raise fail(HOST_KEY, str(exc)) from None
-    try:
-        client_pub = parse_public_key(text(CLIENT_PUB), what=CLIENT_PUB)
-    except ValueError as exc:
-        raise fail(CLIENT_PUB, str(exc)) from None
-    if client_pub.blob != client.blob:
-        raise fail(CLIENT_PUB, f"does not match {CLIENT_KEY}")
-    try:
-        host_pub = parse_public_key(text(HOST_PUB), what=HOST_PUB)
-    except ValueError as exc:
-        raise fail(HOST_PUB, str(exc)) from None
-    if host_pub.blob != host.blob:
-        raise fail(HOST_PUB, f"does not match {HOST_KEY}")
-    authorized = set()
-    for line in text(AUTHORIZED_KEYS).splitlines():
+    def private(field: str) -> PublicKey | None:
+        if field not in data:
+            return None
         try:
-            authorized.add(parse_public_key(line, what=AUTHORIZED_KEYS).blob)
-        except ValueError:
-            continue
-    if client.blob not in authorized:
-        raise fail(AUTHORIZED_KEYS, f"does not authorize the key in {CLIENT_KEY}")
-    try:
-        pinned = release_pinned_host_key(text(KNOWN_HOSTS))
-    except ValueError as exc:
-        raise fail(KNOWN_HOSTS, str(exc)) from None
-    if pinned.blob != host.blob:
-        raise fail(KNOWN_HOSTS, f"does not pin the key in {HOST_KEY}")
+            return public_of_private(data[field], what=field)
+        except ValueError as exc:
+            raise fail(field, str(exc)) from None
+
+    def public(field: str, *, of: PublicKey | None, private_field: str) -> PublicKey | None:
+        if field not in data:
+            return None
+        try:
+            key = parse_public_key(text(field), what=field)
+        except ValueError as exc:
+            raise fail(field, str(exc)) from None
+        if of is not None and key.blob != of.blob:
+            raise fail(field, f"does not match {private_field}")
+        return key
+
+    client = private(CLIENT_KEY)
+    host = private(HOST_KEY)
+    public(CLIENT_PUB, of=client, private_field=CLIENT_KEY)
+    host_pub = public(HOST_PUB, of=host, private_field=HOST_KEY)
+    if AUTHORIZED_KEYS in data:
+        authorized = set()
+        for line in text(AUTHORIZED_KEYS).splitlines():
+            try:
+                authorized.add(parse_public_key(line, what=AUTHORIZED_KEYS).blob)
+            except ValueError:
+                continue
+        if client is not None and client.blob not in authorized:
+            raise fail(AUTHORIZED_KEYS, f"does not authorize the key in {CLIENT_KEY}")
+        if not authorized:
+            raise fail(AUTHORIZED_KEYS, f"authorizes no {KEY_TYPE} key")
+    if KNOWN_HOSTS in data:
+        try:
+            pinned = release_pinned_host_key(text(KNOWN_HOSTS))
+        except ValueError as exc:
+            raise fail(KNOWN_HOSTS, str(exc)) from None
+        if host is not None and pinned.blob != host.blob:
+            raise fail(KNOWN_HOSTS, f"does not pin the key in {HOST_KEY}")
+        if host is None and host_pub is not None and pinned.blob != host_pub.blob:
+            # a reader without the host private key (the launcher) still sees a Secret whose halves disagree
+            raise fail(HOST_PUB, f"does not match the {HOST_KEY} that {KNOWN_HOSTS} pins")
     if require_token and len(text(TOKEN).strip()) < 16:
         raise fail(TOKEN, "shorter than 16 characters")
     if RELEASE_ID in data and not RELEASE_ID_PATTERN.fullmatch(text(RELEASE_ID).strip()):

@@ -67,9 +67,10 @@ class SecretWatch:
 
 
 class MountedKeys:
-    """The server's copies of the mounted Secret for its probe (and the launcher's ssh config, which points at
-    the copies), re-installed when the volume changes. Thread-safe: every probe thread asks for the current keys
-    before each attempt; the volume is read at most once per `min_interval` seconds."""
+    """The server's copies of the mounted Secret (its client side, keys.CLIENT_FIELDS) for its probe (and the
+    launcher's ssh config, which points at the copies), re-installed when the volume changes. Thread-safe: every
+    probe thread asks for the current keys before each attempt; the volume is read at most once per
+    `min_interval` seconds."""
 
     def __init__(
         self,
@@ -82,7 +83,7 @@ class MountedKeys:
         self._state_dir = state_dir
         self._source = f"SSH Secret mounted at {secret_dir}"
         data = sshd.read_secret_dir(secret_dir)
-        self.paths = sshd.install_data(data, source=self._source, state_dir=state_dir)
+        self.paths = sshd.install_data(data, source=self._source, state_dir=state_dir, required=keys.CLIENT_FIELDS)
         self._watch = SecretWatch(secret_dir, installed=data)
         self._lock = threading.Lock()
         self._min_interval = min_interval
@@ -110,7 +111,9 @@ class MountedKeys:
             if data is None:
                 return self._keys
             try:
-                self.paths = sshd.install_data(data, source=self._source, state_dir=self._state_dir)
+                self.paths = sshd.install_data(
+                    data, source=self._source, state_dir=self._state_dir, required=keys.CLIENT_FIELDS
+                )
                 self._keys = self._load()
             except BootstrapError as exc:
                 self._watch.rejected(data, exc)

@@ -111,10 +111,13 @@ def install_keys(*, secret_dir: Path, state_dir: Path) -> KeyPaths:
     return install_data(read_secret_dir(secret_dir), source=f"SSH Secret mounted at {secret_dir}", state_dir=state_dir)
 
 
-def install_data(data: Mapping[str, bytes], *, source: str, state_dir: Path) -> KeyPaths:
-    """Validate `data` (a Secret read by read_secret_dir) and copy it to state_dir/ssh; nothing is written when it
-    is invalid, so the copies in use stay. A field the new Secret lacks is removed from the copies."""
-    keys.validate_secret_data(data, source=source)
+def install_data(
+    data: Mapping[str, bytes], *, source: str, state_dir: Path, required: tuple[str, ...] = keys.KEY_FIELDS
+) -> KeyPaths:
+    """Validate `data` (a Secret read by read_secret_dir; `required`: the fields this reader needs) and copy it to
+    state_dir/ssh; nothing is written when it is invalid, so the copies in use stay. A field the new Secret
+    lacks is removed from the copies."""
+    keys.validate_secret_data(data, source=source, required=required)
     target = state_dir / "ssh"
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -133,7 +136,7 @@ def install_data(data: Mapping[str, bytes], *, source: str, state_dir: Path) -> 
             fh.write(content)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    for name in keys.OPTIONAL_FIELDS:
+    for name in (*keys.KEY_FIELDS, *keys.OPTIONAL_FIELDS):
         if name not in data:
             (target / name).unlink(missing_ok=True)
     return KeyPaths.under(state_dir)
@@ -283,10 +286,12 @@ def prepare(
     `sshd -t`. `data` is the Secret as already read (default: read it now). Returns the argv to run.
 
     The config in use is replaced only after `sshd -t` accepted the new one."""
-    key_paths = (
-        install_keys(secret_dir=secret_dir, state_dir=state_dir)
-        if data is None
-        else install_data(data, source=f"SSH Secret mounted at {secret_dir}", state_dir=state_dir)
+    # an sshd needs its side of the keys only: a locale is mounted without the client key in Arkouda mode
+    key_paths = install_data(
+        read_secret_dir(secret_dir) if data is None else data,
+        source=f"SSH Secret mounted at {secret_dir}",
+        state_dir=state_dir,
+        required=keys.SSHD_FIELDS,
     )
     violation = strict_modes_violation(key_paths.authorized_keys, uid=uid)
     if violation is not None:

@@ -7,13 +7,29 @@ global.* is the same in all three charts).
 */}}
 
 {{- /*
-arkouda-common.fullname: the naming rule, <release>-arkouda-<component>, cut to .maxLength characters (default
-52, so a StatefulSet's pod names and the controller-revision-hash label stay within 63) without a trailing "-".
-docs/interfaces.md fixes these names. Called as (dict "ctx" $ "component" "locale" ["maxLength" N]) by the
-per-object helpers below only.
+arkouda-common.fullname: the naming rule. <release>-arkouda-<component> when it fits in .maxLength characters
+(default 52, so a StatefulSet's pod names and its controller-revision-hash label stay within 63); when it does not,
+the release part is cut and the first 8 hex digits of the SHA-256 of the uncut name go before the kept
+"-arkouda-<component>": <release cut>-<hash>-arkouda-<component>. So every component keeps its own name (the
+server's and the locales' objects never collide) and two releases that share a long prefix differ. Every name of
+the release derives from this one, so a release name Kubernetes would refuse in any of them is refused here,
+while Helm renders, before any hook runs: it must be a DNS-1035 label (Service names are; Helm itself also
+accepts dots and a leading digit). docs/interfaces.md fixes these names. Called as
+(dict "ctx" $ "component" "locale" ["maxLength" N]) by the per-object helpers below only.
 */}}
 {{- define "arkouda-common.fullname" -}}
-{{- printf "%s-arkouda-%s" .ctx.Release.Name .component | trunc (.maxLength | default 52 | int) | trimSuffix "-" -}}
+{{- $release := .ctx.Release.Name -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $release) -}}
+{{- fail (printf "release name %q: the Services of the release are named after it, and a Service name must be a DNS-1035 label: lowercase letters, digits and '-', starting with a letter (no dots, no leading digit)" $release) -}}
+{{- end -}}
+{{- $max := .maxLength | default 52 | int -}}
+{{- $full := printf "%s-arkouda-%s" $release .component -}}
+{{- if le (len $full) $max -}}
+{{- $full -}}
+{{- else -}}
+{{- $tail := printf "-%s-arkouda-%s" (sha256sum $full | trunc 8) .component -}}
+{{- printf "%s%s" (regexReplaceAll "-+$" ($release | trunc (sub $max (len $tail) | int)) "") $tail -}}
+{{- end -}}
 {{- end -}}
 
 {{- /*

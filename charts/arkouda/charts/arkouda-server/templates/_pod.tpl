@@ -9,7 +9,7 @@ these points only, each marked `if $job`: restartPolicy Never; sshd is a native 
 restartPolicy Always) so the pod completes when the launcher exits; the launcher has no port or readiness probe
 and exits with mpirun's status (ARKOUDA_MPI_KEEP_ALIVE false instead of serving the output, no
 ARKOUDA_RESULTS_PORT), scales the locales to 0 when done (ARKOUDA_SCALE_DOWN_WHEN_DONE) and reports through its
-termination message. Fails when two of the pod's ports are equal.
+termination message. Fails when two of the pod's ports are equal, or the gate pod's (global.idle.enabled).
 */}}
 {{- define "arkouda-server.podTemplate" -}}
 {{- $job := .job }}
@@ -24,6 +24,10 @@ termination message. Fails when two of the pod's ports are equal.
 {{- range $a, $pa := $ports }}{{ range $b, $pb := $ports }}{{ if and (lt $a $b) (eq $pa $pb) }}
 {{- fail (printf "%s and %s are both %d: the server pod needs distinct ports" $a $b $pa) }}
 {{- end }}{{ end }}{{ end }}
+{{- /* the gate pod listens on the client port and its own metrics port (gate-deployment.yaml) */}}
+{{- if and (include "arkouda-server.gate" .) (eq (.Values.port | int) (.Values.gate.metricsPort | int)) }}
+{{- fail (printf "server.port and server.gate.metricsPort are both %d: the gate pod needs distinct ports" (.Values.port | int)) }}
+{{- end }}
 {{- /* the pod template itself, at column 0 (the callers indent it) */ -}}
 metadata:
   labels:
@@ -113,7 +117,7 @@ spec:
       securityContext:
         {{- include "arkouda-common.securityContext" . | nindent 8 }}
       volumeMounts:
-        {{- include "arkouda-server.commonMounts" . | nindent 8 }}
+        {{- include "arkouda-server.commonMounts" (dict "ctx" . "keys" "ssh-secret") | nindent 8 }}
         - name: sshd-run
           mountPath: /run/arkouda
         - name: sshd-tmp
@@ -153,6 +157,12 @@ spec:
           value: {{ .Values.global.numLocales | int | quote }}
         - name: ARKOUDA_LOCALE_SELECTOR
           value: {{ include "arkouda-server.localeSelector" . | quote }}
+        {{- if gt (.Values.global.numLocales | int) 1 }}
+        # only this StatefulSet's pods are locales (by owner UID: labels can be worn by any pod); its
+        # FailedCreate Events name why a locale is not created
+        - name: ARKOUDA_LOCALE_STATEFULSET
+          value: {{ include "arkouda-common.localeName" . | quote }}
+        {{- end }}
         - name: ARKOUDA_WAIT_TIMEOUT
           value: {{ .Values.waitTimeoutSeconds | quote }}
         - name: ARKOUDA_SSH_PREWARM
@@ -236,7 +246,7 @@ spec:
       securityContext:
         {{- include "arkouda-common.securityContext" . | nindent 8 }}
       volumeMounts:
-        {{- include "arkouda-server.commonMounts" . | nindent 8 }}
+        {{- include "arkouda-server.commonMounts" (dict "ctx" . "keys" "ssh-launcher") | nindent 8 }}
         - name: run
           mountPath: /run/arkouda
         - name: tmp
@@ -281,7 +291,8 @@ spec:
         {{- include "arkouda-common.securityContext" . | nindent 8 }}
     {{- end }}
   volumes:
-    {{- include "arkouda-common.sshSecretVolume" . | nindent 4 }}
+    {{- include "arkouda-common.sshSecretVolume" (dict "ctx" . "name" "ssh-secret" "role" "sshd") | nindent 4 }}
+    {{- include "arkouda-common.sshSecretVolume" (dict "ctx" . "name" "ssh-launcher" "role" "launcher" "token" .Values.authenticate) | nindent 4 }}
     - name: run
       emptyDir:
         medium: Memory
@@ -337,16 +348,20 @@ spec:
 {{- end -}}
 
 {{- /*
-arkouda-server.commonMounts: the volume mounts both containers have (the keys read-only, the shared volume);
-each container gets its own /run/arkouda and /tmp so the sshd and the launcher never share state files.
+arkouda-server.commonMounts: the volume mounts both containers have: the keys read-only (.keys: the sshd's volume
+ssh-secret, the launcher's ssh-launcher, each with only the fields that container uses), the shared volume. Each
+container gets its own /run/arkouda and /tmp so the sshd and the launcher never share state files. Called as
+(dict "ctx" $ "keys" VOLUME).
 */}}
 {{- define "arkouda-server.commonMounts" -}}
-- name: ssh-secret
+- name: {{ .keys }}
   mountPath: /etc/arkouda/ssh
   readOnly: true
+{{- with .ctx }}
 {{- if .Values.global.sharedVolume.enabled }}
 - name: shared
   mountPath: {{ .Values.global.sharedVolume.mountPath }}
   readOnly: {{ .Values.global.sharedVolume.readOnly }}
+{{- end }}
 {{- end }}
 {{- end -}}
