@@ -364,6 +364,7 @@ class Gate:
             f"the server's request loop did not answer `{PROBE_COMMAND}` for {waited:.1f} s with nothing else in "
             f"flight (its port and pod look fine); deleting pod {pod} so that its StatefulSet starts it again",
         )
+        self.controller.unresponsive_uid = link.backend.uid  # requests wait for the next server pod
         self._drop_link(f"the server's request loop stopped answering for {waited:.0f} s")
         if self._api is None:
             return
