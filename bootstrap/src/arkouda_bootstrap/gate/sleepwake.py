@@ -151,10 +151,10 @@ class Controller:
         self.view = ReleaseView(own_pod=settings.pod_name)
         self.phase = Phase.AWAKE
         self.held: list[HeldRequest] = []
-        self._backend_key: tuple[Phase, int, str] | None = None
+        self._backend_key: tuple[Phase, int, str | None] | None = None
         # the server pod whose request loop stopped answering (the gate deleted it): not a backend, even while
         # the watch still shows it Ready; requests are held for its successor
-        self.unresponsive_uid = ""
+        self.unresponsive_uid: str | None = None
         self._backend: Backend | None = None
         self._wake_seen: str | None = None
         self._wake_requested = False
@@ -255,7 +255,7 @@ class Controller:
 
     def _find_backend(self) -> Backend | None:
         server = self.view.server()
-        if server is not None and server.uid == self.unresponsive_uid:
+        if server is not None and self.unresponsive_uid is not None and server.uid == self.unresponsive_uid:
             return None
         if self.phase is Phase.AWAKE and server is not None and server.ready and server.pod_ip:
             return Backend(pod=server.name, uid=server.uid, host=server.pod_ip, port=self._s.server_port)
