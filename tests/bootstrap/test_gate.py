@@ -380,11 +380,15 @@ def test_a_wedged_request_loop_is_reported_the_server_pod_deleted_and_the_gate_u
             text = scrape.read().decode()
         assert "arkouda_gate_server_answering 0.0" in text
         assert "arkouda_gate_server_unresponsive_total 1.0" in text
+        # a request now waits for the next server pod, though the watch still shows the old one Ready
+        sock.send(request("getconfig"))
+        time.sleep(0.3)
+        assert len(gate.gate.controller.held) == 1
         first.close()
         second = ArkoudaDouble(port)  # the StatefulSet's new pod
         try:
             gate.pods(listing(server_pod(uid="b")))
-            assert ask(sock, request("getconfig"))["msgType"] == "NORMAL"  # the same session
+            assert json.loads(sock.recv())["msgType"] == "NORMAL"  # the same session, answered by the new pod
             while "ServerAnswering" not in gate.reasons():
                 assert time.monotonic() < deadline, gate.reasons()
                 time.sleep(0.02)

@@ -169,6 +169,8 @@ def test_the_error_reply_is_what_the_client_raises_on() -> None:
     assert reply == {"msg": "no", "msgType": "ERROR", "msgFormat": "STRING", "user": "ann", "payload": ""}
     # a command whose reply the client reads as bytes: it raises on the "Error:" prefix
     assert error_reply("no", user="ann", cmd="tondarray") == b"Error: no"
+    assert error_reply("no", user="ann", cmd="tondarray<int64,1>") == b"Error: no"
+    assert json.loads(error_reply("no", user="ann", cmd="tondarrays"))["msgType"] == "ERROR"
 
 
 def test_the_health_check_request_is_a_valid_envelope() -> None:

@@ -491,3 +491,21 @@ def test_without_idle_sleep_the_controller_never_reads_nor_scales_the_statefulse
     ctl.step()
     assert request.failed and "not Ready after 100 s" in request.failed[0]
     assert scale_calls(api) == []
+
+
+def test_only_the_server_pod_found_unresponsive_stops_being_a_backend() -> None:
+    """A pod without a uid (as a test double or a bench reports it) is a backend; the one the gate found
+    unresponsive is not, even while the watch still shows it Ready, and its successor is."""
+    s = replace(SETTINGS, sleep_when_idle=False)
+    ctl, _, clock, _ = build(settings=s)
+    ctl.on_pods(listing(replace(server_pod(), uid="")))
+    assert ctl.backend() is not None
+    ctl.on_pods(listing(server_pod(uid="old")))
+    ctl.unresponsive_uid = "old"
+    assert ctl.backend() is None
+    request = FakeRequest(received_at=clock())
+    ctl.request_arrived(request)
+    assert ctl.held == [request]
+    ctl.on_pods(listing(server_pod(uid="new")))
+    ctl.step()
+    assert request.forwarded == [("10.1.0.7", 5555)]

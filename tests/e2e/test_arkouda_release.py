@@ -155,9 +155,10 @@ def test_helm_test_logs_works_as_most_users_run_it(ns: str) -> None:
 
 
 def scrape(ns: str) -> str:
-    """GET /metrics of the exporter through the Service (kubectl port-forward on a free local port)."""
+    """GET /metrics of the exporter through the Service that reaches the server pod (kubectl port-forward on a
+    free local port); the client Service is the gate's."""
     with (
-        port_forward(ns, f"{RELEASE}-arkouda-server", 9556) as port,
+        port_forward(ns, f"{RELEASE}-arkouda-server-direct", 9556) as port,
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp,
     ):
         return str(resp.read().decode())
@@ -170,10 +171,13 @@ def sample(text: str, name: str) -> float:
 
 
 def test_metrics_reach_prometheus_through_the_service(kube: Kube, ns: str) -> None:
-    """The exporter sidecar serves Arkouda's metrics in the Prometheus format on the Service's metrics port, and
-    a counter moves with client requests; the ZeroMQ metrics socket itself is not on the Service."""
+    """The exporter sidecar serves Arkouda's metrics in the Prometheus format on the server pod's Service's metrics
+    port, and a counter moves with client requests through the gate; the ZeroMQ metrics socket itself is on no
+    Service, and the client Service (the gate's) has the client port only."""
+    direct = kube.core.read_namespaced_service(f"{RELEASE}-arkouda-server-direct", ns)
+    assert {(p.name, p.port) for p in direct.spec.ports} == {("arkouda", 5555), ("metrics", 9556)}
     svc = kube.core.read_namespaced_service(f"{RELEASE}-arkouda-server", ns)
-    assert {(p.name, p.port) for p in svc.spec.ports} == {("arkouda", 5555), ("metrics", 9556)}
+    assert {(p.name, p.port) for p in svc.spec.ports} == {("arkouda", 5555)}
     before = scrape(ns)
     assert sample(before, "arkouda_exporter_last_poll_ok") == 1.0, before[:3000]
     assert sample(before, "arkouda_locales") == 3.0

@@ -24,9 +24,10 @@ log = logging.getLogger(__name__)
 BINARY_MARKER = b"BINARY_PAYLOAD"
 FIELDS = ("user", "token", "cmd", "format", "args", "size")
 FORMATS = ("STRING", "BINARY")
-# Commands whose reply the client reads as raw bytes (recv_binary): it raises on a reply that starts with
+# The command whose reply the client reads as raw bytes (recv_binary): `tondarray`, also named
+# `tondarray<dtype,ndim>` by clients of multi-dimensional arrays. The client raises on a reply that starts with
 # "Error:" and would take a JSON reply for data.
-BINARY_REPLY_COMMANDS = frozenset({"tondarray"})
+BINARY_REPLY_COMMAND = "tondarray"
 # A client may stop the shared server only where a value allows it (server.gate.allowShutdown).
 SHUTDOWN = "shutdown"
 
@@ -149,7 +150,7 @@ def _field_problem(body: dict[str, object], *, binary: bool, frames: int) -> str
 def error_reply(message: str, *, user: str, cmd: str) -> bytes:
     """Arkouda's ERROR reply (the MsgTuple record, the request's user echoed as the server does), or for a
     command whose reply the client reads as bytes, the text it raises on."""
-    if cmd in BINARY_REPLY_COMMANDS:
+    if cmd == BINARY_REPLY_COMMAND or cmd.startswith(BINARY_REPLY_COMMAND + "<"):
         return f"Error: {message}".encode()
     reply = {"msg": message, "msgType": "ERROR", "msgFormat": "STRING", "user": user, "payload": ""}
     return json.dumps(reply).encode()

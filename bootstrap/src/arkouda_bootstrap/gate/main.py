@@ -137,20 +137,12 @@ class Gate:
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._fatal: BaseException | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self.listening = threading.Event()  # set once `port` is bound (tests and benches start it in a thread)
         self.port = 0
 
     # -- plumbing --------------------------------------------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+    def _control_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             self.fatal(task.exception())  # type: ignore[arg-type]
 
@@ -192,15 +184,15 @@ class Gate:
         log.info("gate listening on %s:%d", host, self.port)
         if on_listening is not None:
             on_listening()
-        control = self._spawn(self._control())
+        control = asyncio.get_running_loop().create_task(self._control())
+        control.add_done_callback(self._control_done)
         try:
             await self._stop.wait()
             if self._fatal is not None:
                 raise self._fatal
         finally:
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(control, *self._tasks, return_exceptions=True)
+            control.cancel()
+            await asyncio.gather(control, return_exceptions=True)
             self._drop_link("the gate is stopping")
             front.disable_monitor()
             monitor.close()
@@ -364,6 +356,7 @@ class Gate:
             f"the server's request loop did not answer `{PROBE_COMMAND}` for {waited:.1f} s with nothing else in "
             f"flight (its port and pod look fine); deleting pod {pod} so that its StatefulSet starts it again",
         )
+        self.controller.unresponsive_uid = link.backend.uid  # requests wait for the next server pod
         self._drop_link(f"the server's request loop stopped answering for {waited:.0f} s")
         if self._api is None:
             return

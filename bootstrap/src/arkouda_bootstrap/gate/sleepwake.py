@@ -145,7 +145,10 @@ class Controller:
         self.view = ReleaseView(own_pod=settings.pod_name)
         self.phase = Phase.AWAKE
         self.held: list[HeldRequest] = []
-        self._backend_key: tuple[Phase, int] | None = None
+        self._backend_key: tuple[Phase, int, str | None] | None = None
+        # the server pod whose request loop stopped answering (the gate deleted it): not a backend, even while
+        # the watch still shows it Ready; requests are held for its successor
+        self.unresponsive_uid: str | None = None
         self._backend: Backend | None = None
         self._wake_seen: str | None = None
         self._wake_requested = False
@@ -240,13 +243,15 @@ class Controller:
     def backend(self) -> Backend | None:
         """The server pod while the release is awake and the pod Ready (asked for every request: cached until
         the phase or the pods change)."""
-        key = (self.phase, self.view.revision)
+        key = (self.phase, self.view.revision, self.unresponsive_uid)
         if key != self._backend_key:
             self._backend_key, self._backend = key, self._find_backend()
         return self._backend
 
     def _find_backend(self) -> Backend | None:
         server = self.view.server()
+        if server is not None and self.unresponsive_uid is not None and server.uid == self.unresponsive_uid:
+            return None
         if self.phase is Phase.AWAKE and server is not None and server.ready and server.pod_ip:
             return Backend(pod=server.name, uid=server.uid, host=server.pod_ip, port=self._s.server_port)
         return None
