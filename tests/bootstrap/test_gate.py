@@ -25,8 +25,8 @@ from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.envelope import BINARY_MARKER, Refusal
 from arkouda_bootstrap.gate.main import Gate, build_gate, run_gate
 from arkouda_bootstrap.gate.metrics import serve_metrics
-from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodInfo, PodList, PodRef
-from arkouda_bootstrap.kube.events import EventRecorder
+from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, OwnerRef, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from conftest import free_port
 from fakes import FakeKube, make_pod
 
@@ -519,3 +519,35 @@ def test_run_gate_wires_the_pod_watch_the_token_and_metrics_and_a_refused_watch_
     assert str(outcome[0]) == "missing RBAC: watch pods in namespace ns"
     assert ("get_pod", s.pod_name) in api.calls  # for the uid of its Events
     assert all(op != "get_replicas" for op, _ in api.calls)  # idle sleep off: the counts are the chart's
+
+
+def test_a_pod_that_only_wears_the_servers_labels_is_named_and_never_gets_a_request(arkouda: ArkoudaDouble) -> None:
+    """A pod with the server's labels whose controller is not the server StatefulSet (a `kubectl debug --copy-to
+    --keep-labels` copy, say) is named once in an ImpostorPod Event and ignored: a request waits for the real server
+    pod instead of going to the impostor, and is answered once that pod is Ready."""
+    s = settings(server_port=arkouda.port, listen_port=free_port())
+    impostor = server_pod(controller=OwnerRef(kind="ReplicaSet", name="debug-copy", uid="uid-rs"))
+    api = FakeKube(
+        replicas={SERVER: 1, LOCALE: 1},
+        pods={impostor.name: impostor, s.pod_name: make_pod(s.pod_name)},
+        block=True,
+    )
+    thread, outcome = start_run_gate(api, s)
+    deadline = time.monotonic() + 10
+    while not any(e.reason == Reason.IMPOSTOR_POD for e in api.created_events):
+        assert time.monotonic() < deadline and not outcome, (api.calls, outcome)
+        time.sleep(0.02)
+    [named] = [e for e in api.created_events if e.reason == Reason.IMPOSTOR_POD]
+    assert f"ignoring pod {impostor.name}" in named.message and "ReplicaSet debug-copy" in named.message
+    assert ("get_statefulset_uid", SERVER) in api.calls and ("get_statefulset_uid", LOCALE) in api.calls
+    with req(s.listen_port, timeout=1.0) as sock:
+        sock.send(request("getconfig"))
+        with pytest.raises(zmq.Again):  # held for the real server pod, not sent to the impostor
+            sock.recv()
+    assert "getconfig" not in arkouda.cmds
+    with req(s.listen_port) as sock:
+        api.script(api.event("ADDED", server_pod(uid="uid-real-server")))
+        assert ask(sock, request("getconfig"))["msgType"] == "NORMAL"
+    api.script(ForbiddenError(verb="watch", resource="pods", namespace="ns"))
+    thread.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)

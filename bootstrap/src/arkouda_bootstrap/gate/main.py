@@ -51,8 +51,9 @@ from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.metrics import GateStats, serve_metrics
 from arkouda_bootstrap.gate.pump import Pump
 from arkouda_bootstrap.gate.sleepwake import Backend, Controller, StatefulSetMissingError
-from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodList, PodRef, ScaleApi
+from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import follow_pods
 
 log = logging.getLogger(__name__)
@@ -388,14 +389,36 @@ class Gate:
         return self.health.answering
 
 
-def _watch(api: KubeApi, settings: GateSettings, loop: asyncio.AbstractEventLoop, gate: Gate) -> None:
-    """The release's pods into the controller. An unreachable API is retried for ever (kube.retry); an error no
-    retry can fix (ForbiddenError: the Role is wrong) ends the gate with its one line."""
+def _watch(
+    api: KubeApi, settings: GateSettings, loop: asyncio.AbstractEventLoop, gate: Gate, events: EventRecorder
+) -> None:
+    """The release's pods into the controller. Only the release's own pods count: the pods of its two StatefulSets
+    (by controller UID, kube.ownership) and the gate's own pod (its wake annotation); a pod that only wears the
+    labels is named once (Event ImpostorPod) and never reaches the controller, so it can neither pass for a Ready
+    server nor keep a release awake. An unreachable API is retried for ever (kube.retry); an error no retry can fix
+    (ForbiddenError: the Role is wrong) ends the gate with its one line."""
+
+    def impostor(pod: PodInfo, message: str) -> None:
+        loop.call_soon_threadsafe(events.emit, Reason.IMPOSTOR_POD, message)
+
     try:
+        owned = OwnedBy(
+            api,
+            namespace=settings.namespace,
+            statefulsets=(settings.server_statefulset, settings.locale_statefulset),
+            on_impostor=impostor,
+        )
+
+        def keep(pod: PodInfo) -> bool:
+            return pod.name == settings.pod_name or owned(pod)
+
         for item in follow_pods(
             api, namespace=settings.namespace, selector=settings.release_selector, chunk_seconds=WATCH_CHUNK_SECONDS
         ):
-            if isinstance(item, PodList | PodEvent):
+            if isinstance(item, PodList):
+                own = PodList(pods=tuple(p for p in item.pods if keep(p)), resource_version=item.resource_version)
+                loop.call_soon_threadsafe(gate.on_pods, own)
+            elif isinstance(item, PodEvent) and (item.pod is None or item.type == "DELETED" or keep(item.pod)):
                 loop.call_soon_threadsafe(gate.on_pods, item)
     except BootstrapError as exc:
         loop.call_soon_threadsafe(gate.fatal, exc)
@@ -449,7 +472,9 @@ def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float]
         if threading.current_thread() is threading.main_thread():  # signal handlers: main thread only (tests)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, gate.stop)
-        threading.Thread(target=_watch, args=(api, settings, loop, gate), name="gate-pod-watch", daemon=True).start()
+        threading.Thread(
+            target=_watch, args=(api, settings, loop, gate, events), name="gate-pod-watch", daemon=True
+        ).start()
 
         def metrics() -> None:  # the readiness probe's port: open once clients can be taken
             if settings.metrics_port:
