@@ -273,6 +273,14 @@ start_kube_router() {
     --iptables-sync-period 1m --v 1
 }
 
+# wait_default_sa NS: wait (watch) until the namespace's "default" ServiceAccount exists. The controller-manager
+# creates it shortly after the namespace; until then the ServiceAccount admission plugin refuses every pod of the
+# namespace ('serviceaccount "default" not found'), which a fresh API server / controller-manager makes likely.
+wait_default_sa() {
+  kubectl_ -n "$1" wait --for=create serviceaccount/default --timeout=60s >/dev/null ||
+    die "namespace $1 has no default ServiceAccount after 60 s (see $CLUSTER_DIR/logs/kube-controller-manager.log)"
+}
+
 # --- The node lifecycle: the same steps for node 0 (up.sh/down.sh) and every extra node (node.sh) ---
 #
 # Up:   node_network  the node's network (node 0: bridge akk8s0 on the host; node i: netns, underlay, routes)
