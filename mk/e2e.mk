@@ -2,7 +2,11 @@
 # mk/cluster.mk) unless told otherwise.
 
 E2E_PYTEST_ARGS ?=
-E2E_TARGETS += e2e-run e2e-ct
+# Workers of the suite's concurrent phase (tests/e2e/run.sh; hack/cluster/README.md has the measurements).
+E2E_WORKERS ?= 3
+export E2E_WORKERS
+# e2e-run runs ct install beside the suite's concurrent phase; e2e-ct is ct install alone.
+E2E_TARGETS += e2e-run
 LINT_TARGETS += lint-e2e
 
 .PHONY: e2e-run e2e-ct e2e-prepare e2e-suite ct-install lint-e2e demo
@@ -21,18 +25,19 @@ e2e-prepare: NODES = $(E2E_NODES)
 e2e-prepare: export CLUSTER_MULTUS = $(E2E_MULTUS)
 
 e2e-run: e2e-prepare venv
-	@KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(MAKE) e2e-suite
+	@KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(MAKE) e2e-suite E2E_WITH_CT=1
 
 e2e-ct: e2e-prepare venv
 	@KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(MAKE) ct-install
 
 # The two parts on whatever cluster KUBECONFIG names, with the images already loaded there (a kind cluster in
-# .github/workflows/chart-ci.yaml; the local node through e2e-run / e2e-ct above).
-e2e-suite: venv ## The end-to-end suite against the cluster KUBECONFIG names (images loaded; E2E_PYTEST_ARGS)
+# .github/workflows/chart-ci.yaml; the local node through e2e-run / e2e-ct above). The suite runs in two phases
+# (tests/e2e/run.sh): the modules concurrently on E2E_WORKERS workers (with E2E_WITH_CT=1 ct install beside them),
+# then the modules marked disruptive (they stop nodes) alone.
+e2e-suite: venv ## The end-to-end suite against the cluster KUBECONFIG names (images loaded; E2E_PYTEST_ARGS, E2E_WORKERS)
 	@test -n "$${KUBECONFIG:-}" || { echo "e2e-suite: KUBECONFIG must name the cluster to test" >&2; exit 1; }
 	@echo "e2e: KUBECONFIG=$$KUBECONFIG"
-	@cd $(REPO_ROOT) && $(PY) -m pytest -c tests/e2e/pytest.ini tests/e2e -v -s -p no:cacheprovider --timeout=1800 \
-	    -o log_cli=true -o log_cli_level=INFO --durations=0 $(E2E_PYTEST_ARGS)
+	@$(REPO_ROOT)/tests/e2e/run.sh $(PY) $(if $(filter 1,$(E2E_WITH_CT)),--with-ct) -- $(E2E_PYTEST_ARGS)
 
 # chart-testing as Helm users run it: every charts/arkouda/ci/*-values.yaml installed (--wait), `helm test`ed and
 # uninstalled, each in a namespace of its own (ct.yaml).
@@ -43,7 +48,7 @@ ct-install: venv ## ct install of every charts/arkouda/ci/*-values.yaml against 
 
 lint-e2e: venv
 	@cd $(REPO_ROOT) && $(VENV)/bin/ruff check --config tests/e2e/ruff.toml tests/e2e && \
-	  $(VENV)/bin/mypy --strict --ignore-missing-imports tests/e2e
+	  $(VENV)/bin/mypy --strict --ignore-missing-imports tests/e2e && $(VENV)/bin/shellcheck tests/e2e/run.sh
 
 demo: tools ## Run the main job: local node (or current context), images, MPI hybrid demo, helm test
 	@$(REPO_ROOT)/hack/demo.sh

@@ -1,7 +1,10 @@
 # shellcheck shell=bash disable=SC2034  # settings used by the scripts that source this file
-# Shared settings of the local node (sourced by up.sh, down.sh, load-images.sh, smoke.sh).
-# Everything the node writes lives under CLUSTER_DIR; the binaries live in the version-named tool cache dirs.
+# Shared settings of the local cluster and the lifecycle of one node, the same for node 0 and the extra nodes
+# (sourced by up.sh, down.sh, node.sh, load-images.sh, smoke.sh, multus.sh). Everything the cluster writes lives
+# under CLUSTER_DIR; the binaries live in the version-named tool cache dirs.
 set -euo pipefail
+log() { printf '[cluster] %s\n' "$*"; }
+die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
 CLUSTER_HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="${REPO_ROOT:-$(cd "$CLUSTER_HACK/../.." && pwd)}"
 # shellcheck source=/dev/null
@@ -55,16 +58,33 @@ node_pod_cidr() { printf '10.245.%s.0/24' "$1"; }
 node_pod_gw() { printf '10.245.%s.1' "$1"; }
 extra_nodes() { [[ -d "$NODES_DIR" ]] && find "$NODES_DIR" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' -printf '%f\n' | sort -n; return 0; }
 
-# CLUSTER_NODE=i (i >= 1) points the scripts at extra node i: its containerd socket, PID files and logs
-# (load-images.sh, smoke.sh and node.sh use the same variables as for node 0).
-if [[ -n "${CLUSTER_NODE:-}" && "${CLUSTER_NODE}" != 0 ]]; then
-  [[ "$CLUSTER_NODE" =~ ^[1-9][0-9]?$ ]] || { printf 'cluster: CLUSTER_NODE=%s is not a node index 1..99\n' "$CLUSTER_NODE" >&2; exit 1; }
-  NODE_DIR="$NODES_DIR/$CLUSTER_NODE"
+# shellcheck source=hack/cluster/pki.sh
+. "$CLUSTER_HACK/pki.sh"
+
+# node_ctx I: point the per-node variables at node I (0 = the host's node, 1..99 = extra node I of node.sh): its
+# state directory, PID files, logs, containerd socket, network namespace, addresses and certificates. Every step
+# of the node lifecycle below (and load-images.sh, smoke.sh) works on the node node_ctx last selected.
+node_ctx() {
+  local i="$1"
+  [[ "$i" =~ ^(0|[1-9][0-9]?)$ ]] || die "node index '$i' is not 0..99"
+  NODE_IDX="$i"
+  if (( i == 0 )); then
+    NODE_DIR="$CLUSTER_DIR" THIS_NAME="$NODE_NAME" THIS_IP="$NODE_IP" THIS_POD_CIDR="$POD_CIDR" THIS_POD_GW="$NODE_IP"
+    START_NETNS="" THIS_CGROUP_ROOT="" THIS_RUNC_ROOT="" THIS_PROXY_CIDR="$POD_CIDR"
+    THIS_KUBELET_CERT="kubelet" THIS_KUBELET_KCFG="kubelet"
+  else
+    NODE_DIR="$NODES_DIR/$i" THIS_NAME="$(node_name "$i")" THIS_IP="$(node_ip "$i")"
+    THIS_POD_CIDR="$(node_pod_cidr "$i")" THIS_POD_GW="$(node_pod_gw "$i")" START_NETNS="$(node_netns "$i")"
+    THIS_CGROUP_ROOT="/arkouda-node-$i" THIS_RUNC_ROOT="$NODES_DIR/$i/runc" THIS_PROXY_CIDR="$ALL_POD_CIDRS"
+    THIS_KUBELET_CERT="kubelet-$THIS_NAME" THIS_KUBELET_KCFG="kubelet-$THIS_NAME"
+  fi
   RUN="$NODE_DIR/run"
   LOGS="$NODE_DIR/logs"
   CONTAINERD_SOCK="$RUN/containerd.sock"
-  START_NETNS="$(node_netns "$CLUSTER_NODE")"
-fi
+}
+CP_RUN="$CLUSTER_DIR/run"                                # PID files of the control plane (beside node 0's)
+# CLUSTER_NODE=i points a script at node i from the start (load-images.sh for one extra node).
+node_ctx "${CLUSTER_NODE:-0}"
 
 # cluster_lock: serialize up/down/load-images of the same cluster (several make targets may call cluster-up at once).
 cluster_lock() {
@@ -75,8 +95,6 @@ cluster_lock() {
   flock -n 9 || { printf '[cluster] waiting for another cluster-up/down to finish (%s)\n' "$CACHE_DIR/cluster.lock"; flock 9; }
 }
 
-log() { printf '[cluster] %s\n' "$*"; }
-die() { printf 'cluster: %s\n' "$*" >&2; exit 1; }
 
 _phase_name="" _phase_start=0
 phase() {  # phase NAME: ends the previous phase (printing its duration) and starts NAME
@@ -253,4 +271,421 @@ start_kube_router() {
     --kubeconfig "$KCFG/kube-router.kubeconfig" --hostname-override "$1" \
     --service-cluster-ip-range "$SERVICE_CIDR" --health-port "$KUBE_ROUTER_HEALTH_PORT" --metrics-port 0 \
     --iptables-sync-period 1m --v 1
+}
+
+# wait_default_sa NS: wait (watch) until the namespace's "default" ServiceAccount exists. The controller-manager
+# creates it shortly after the namespace; until then the ServiceAccount admission plugin refuses every pod of the
+# namespace ('serviceaccount "default" not found'), which a fresh API server / controller-manager makes likely.
+wait_default_sa() {
+  kubectl_ -n "$1" wait --for=create serviceaccount/default --timeout=60s >/dev/null ||
+    die "namespace $1 has no default ServiceAccount after 60 s (see $CLUSTER_DIR/logs/kube-controller-manager.log)"
+}
+
+# --- The node lifecycle: the same steps for node 0 (up.sh/down.sh) and every extra node (node.sh) ---
+#
+# Up:   node_network  the node's network (node 0: bridge akk8s0 on the host; node i: netns, underlay, routes)
+#       node_runtime  state dirs, CNI config, containerd and the node's own images (pause, smoke)
+#       node_join     kubelet (the node registers and gets Ready), kube-proxy, kube-router
+# Down: node_leave    its pods deleted through the API, agents, containers, containerd and shims stopped
+#       node_teardown network, mounts, cgroups and log links removed (node i: also its Node object and state)
+# node_up I [HOOK] runs the up steps in that order; HOOK (node 0: the control plane, which listens on node 0's
+# bridge address) runs after the runtime, before the kubelet. Each step works on the node node_ctx selected.
+
+node_phase() { phase "node-$NODE_IDX $1"; }
+# in_node CMD...: CMD in the selected node's network namespace (node 0: the host's)
+in_node() { if [[ -n "$START_NETNS" ]]; then nsenter "--net=/run/netns/$START_NETNS" -- "$@"; else "$@"; fi; }
+# node_cgroup_dirs: where the node's pod cgroups live in every mounted hierarchy (cgroup v1 controllers + the
+# unified one): node 0's kubelet uses the default root (/kubepods), node i's its own cgroupRoot.
+node_cgroup_dirs() {
+  local d
+  for d in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
+    [[ -f "$d/cgroup.procs" ]] || continue
+    printf '%s\n' "${d%/}${THIS_CGROUP_ROOT:-/kubepods}"
+  done
+}
+cp_alive() { RUN="$CP_RUN" pid_alive "$1"; }   # cp_alive NAME: a control-plane process of node 0 runs
+
+node_up() {
+  local hook="${1:-}" t0
+  t0=$(date +%s.%N)
+  [[ -x "$KUBE_ROUTER_BIN/kube-router" ]] || die "$KUBE_ROUTER_BIN/kube-router is missing: run 'make cluster-tools'"
+  command -v ipset >/dev/null || die "ipset not found (kube-router needs it): run 'make deps'"
+  if (( NODE_IDX > 0 )); then
+    cp_alive kube-apiserver || die "node 0's API server is not running: run 'make cluster-up' first"
+  fi
+  node_network
+  node_runtime
+  [[ -z "$hook" ]] || "$hook"
+  node_join
+  phase_end
+  log "node $THIS_NAME up in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s (node IP $THIS_IP, pods $THIS_POD_CIDR${START_NETNS:+, netns $START_NETNS})"
+}
+
+node_network() {
+  node_phase network
+  mkdir -p "$RUN" "$LOGS" "$NODE_DIR/cni/net.d" "$NODE_DIR/cni/networks" "$NODE_DIR/config"
+  if (( NODE_IDX == 0 )); then _host_network_up; else _netns_network_up; fi
+  # forwarding and bridge netfilter are per network namespace (Service DNAT between pods, kube-proxy, kube-router)
+  in_node sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+  write_file "$NODE_DIR/cni/net.d/10-arkouda.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "arkouda-local",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "${BRIDGE}",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "${NODE_DIR}/cni/networks",
+        "ranges": [[{"subnet": "${THIS_POD_CIDR}", "gateway": "${THIS_POD_GW}"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+  printf 'nameserver %s\nsearch %s\noptions ndots:5\n' "$NODE_IP" "$CLUSTER_DOMAIN" | write_file "$CLUSTER_DIR/resolv.conf"
+}
+
+# Node 0: the pod bridge on the host, its address the node IP (= API server = DNS address).
+_host_network_up() {
+  if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+    ip link add "$BRIDGE" type bridge
+    touch "$RUN/bridge.created"
+  fi
+  ip addr show dev "$BRIDGE" | grep -q "inet ${NODE_IP}/" || ip addr add "${NODE_IP}/${POD_CIDR#*/}" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  # The host's values are restored by cluster-down. br_netfilter makes bridged traffic visit iptables (kube-proxy).
+  [[ -f "$RUN/sysctl.saved" ]] || {
+    printf 'net.ipv4.ip_forward=%s\n' "$(sysctl -n net.ipv4.ip_forward)" >"$RUN/sysctl.saved"
+    [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] &&
+      printf 'net.bridge.bridge-nf-call-iptables=%s\n' "$(sysctl -n net.bridge.bridge-nf-call-iptables)" >>"$RUN/sysctl.saved"
+  }
+  [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || modprobe br_netfilter 2>/dev/null ||
+    die "br_netfilter is not available (modprobe br_netfilter failed): kube-proxy Services need it"
+  # Pods talk to each other and to the node only: forwarded pod traffic leaving by any other interface is dropped.
+  if ! iptables -w -S "$FW_CHAIN" >/dev/null 2>&1; then
+    iptables -w -N "$FW_CHAIN"
+    iptables -w -A "$FW_CHAIN" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+    iptables -w -A "$FW_CHAIN" -s "$POD_CIDR" ! -o "$BRIDGE" -j DROP
+    iptables -w -A "$FW_CHAIN" -d "$POD_CIDR" ! -i "$BRIDGE" -j DROP
+  fi
+  iptables -w -C FORWARD -j "$FW_CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$FW_CHAIN"
+  iptables -w -t nat -S CNI-HOSTPORT-DNAT >/dev/null 2>&1 || touch "$RUN/cni-hostport.ours"
+}
+
+# Node i: its netns joined to the host by a veth on the underlay bridge, its pod bridge (the same name as node
+# 0's, inside the netns) created before the first pod so the routes to it work at once (CNI reuses it).
+_netns_network_up() {
+  local veth="akv$NODE_IDX" j
+  _underlay_up
+  ip netns list | grep -qw "$START_NETNS" || ip netns add "$START_NETNS"
+  if ! ip link show "$veth" >/dev/null 2>&1; then
+    ip link add "$veth" type veth peer name "$veth-n"
+    ip link set "$veth-n" netns "$START_NETNS"
+    ip -n "$START_NETNS" link set "$veth-n" name eth0
+  fi
+  ip link set "$veth" master "$UNDERLAY_BRIDGE" up
+  ip -n "$START_NETNS" link set lo up
+  ip -n "$START_NETNS" addr show dev eth0 | grep -q "inet ${THIS_IP}/" ||
+    ip -n "$START_NETNS" addr add "${THIS_IP}/${UNDERLAY_CIDR#*/}" dev eth0
+  ip -n "$START_NETNS" link set eth0 up
+  ip -n "$START_NETNS" route replace default via "$UNDERLAY_HOST_IP" dev eth0
+  ip -n "$START_NETNS" link show "$BRIDGE" >/dev/null 2>&1 || ip -n "$START_NETNS" link add "$BRIDGE" type bridge
+  ip -n "$START_NETNS" addr show dev "$BRIDGE" | grep -q "inet ${THIS_POD_GW}/" ||
+    ip -n "$START_NETNS" addr add "${THIS_POD_GW}/24" dev "$BRIDGE"
+  ip -n "$START_NETNS" link set "$BRIDGE" up
+  ip route replace "$THIS_POD_CIDR" via "$THIS_IP" dev "$UNDERLAY_BRIDGE"
+  # this node <-> every other extra node directly over the underlay (not through the host)
+  for j in $(extra_nodes); do
+    [[ "$j" == "$NODE_IDX" ]] && continue
+    ip netns list | grep -qw "$(node_netns "$j")" || continue
+    ip -n "$START_NETNS" route replace "$(node_pod_cidr "$j")" via "$(node_ip "$j")" dev eth0
+    ip -n "$(node_netns "$j")" route replace "$THIS_POD_CIDR" via "$THIS_IP" dev eth0
+  done
+}
+
+# The host side of the extra nodes: the underlay bridge and the FORWARD rules for their traffic. Created once and
+# shared by all extra nodes; node 0's own rules (FW_CHAIN) are not changed, these are put before them.
+_underlay_up() {
+  ip link show "$UNDERLAY_BRIDGE" >/dev/null 2>&1 || ip link add "$UNDERLAY_BRIDGE" type bridge
+  ip addr show dev "$UNDERLAY_BRIDGE" | grep -q "inet ${UNDERLAY_HOST_IP}/" ||
+    ip addr add "${UNDERLAY_HOST_IP}/${UNDERLAY_CIDR#*/}" dev "$UNDERLAY_BRIDGE"
+  ip link set "$UNDERLAY_BRIDGE" up
+  # NODES_NO_HOST_FORWARD=1: leave the host's FORWARD chain alone (node 0's pods then cannot reach the extra
+  # nodes' pods; node <-> node and the control plane still work). For adding nodes while others test on node 0.
+  [[ -z "${NODES_NO_HOST_FORWARD:-}" ]] || return 0
+  if ! iptables -w -S "$NODES_FW_CHAIN" >/dev/null 2>&1; then
+    iptables -w -N "$NODES_FW_CHAIN"
+    # node <-> node (bridged on the underlay), node 0's pods <-> the other nodes: routed, no NAT
+    iptables -w -A "$NODES_FW_CHAIN" -i "$UNDERLAY_BRIDGE" -o "$UNDERLAY_BRIDGE" -j ACCEPT
+    iptables -w -A "$NODES_FW_CHAIN" -i "$BRIDGE" -o "$UNDERLAY_BRIDGE" -j ACCEPT
+    iptables -w -A "$NODES_FW_CHAIN" -i "$UNDERLAY_BRIDGE" -o "$BRIDGE" -j ACCEPT
+    # like node 0's pods, the extra nodes reach nothing but the cluster
+    iptables -w -A "$NODES_FW_CHAIN" -i "$UNDERLAY_BRIDGE" -j DROP
+    iptables -w -A "$NODES_FW_CHAIN" -o "$UNDERLAY_BRIDGE" -j DROP
+  fi
+  if ! iptables -w -C FORWARD -j "$NODES_FW_CHAIN" 2>/dev/null; then
+    # just before node 0's chain, so its DROPs (pod traffic leaving by another interface) do not apply here
+    local pos
+    pos="$(iptables -w -S FORWARD | grep -v '^-P' | grep -n -m1 -- "-j ${FW_CHAIN}\$" | cut -d: -f1 || true)"
+    iptables -w -I FORWARD "${pos:-1}" -j "$NODES_FW_CHAIN"
+  fi
+}
+
+node_runtime() {
+  node_phase certificates
+  make_pki   # the cluster's CA and shared certificates (kept when they exist), then this node's kubelet pair
+  (( NODE_IDX == 0 )) || make_node_pki "$THIS_NAME" "$THIS_IP"
+  node_phase containerd
+  mkdir -p "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs"
+  containerd_toml "$NODE_DIR/containerd" "$CONTAINERD_SOCK" "$NODE_DIR/cni/net.d" "$THIS_RUNC_ROOT" |
+    write_file "$NODE_DIR/config/containerd.toml"
+  start containerd "$(command -v containerd)" --config "$NODE_DIR/config/containerd.toml"
+  wait_for "containerd of $THIS_NAME" 30 ctr_ version
+  node_phase node-images
+  CLUSTER_NODE="$NODE_IDX" "$CLUSTER_HACK/load-images.sh" --node-images
+}
+
+node_join() {
+  node_phase kubelet
+  local d t taints_yaml=""
+  if [[ -n "$THIS_CGROUP_ROOT" ]]; then
+    while read -r d; do
+      mkdir -p "$d"
+      # a new cpuset cgroup starts empty: give it the parent's CPUs and memory nodes, or no task may join it
+      if [[ -f "$d/cpuset.cpus" && -z "$(cat "$d/cpuset.cpus")" ]]; then
+        cat "$(dirname "$d")/cpuset.cpus" >"$d/cpuset.cpus"
+        cat "$(dirname "$d")/cpuset.mems" >"$d/cpuset.mems"
+      fi
+    done < <(node_cgroup_dirs)
+  fi
+  # NODE_TAINTS="key=value:Effect,...": an extra node registers with those taints (while it is tried out)
+  if (( NODE_IDX > 0 )) && [[ -n "${NODE_TAINTS:-}" ]]; then
+    taints_yaml="registerWithTaints:"
+    IFS=',' read -ra ts <<<"$NODE_TAINTS"
+    for t in "${ts[@]}"; do
+      [[ "$t" =~ ^([^=]+)=([^:]*):(NoSchedule|PreferNoSchedule|NoExecute)$ ]] || die "bad taint '$t' in NODE_TAINTS (key=value:Effect)"
+      taints_yaml+=$'\n'"  - {key: ${BASH_REMATCH[1]}, value: \"${BASH_REMATCH[2]}\", effect: ${BASH_REMATCH[3]}}"
+    done
+  fi
+  kubelet_yaml "$THIS_IP" "$PKI/$THIS_KUBELET_CERT.crt" "$PKI/$THIS_KUBELET_CERT.key" "$NODE_DIR" \
+    "$THIS_CGROUP_ROOT" "$taints_yaml" | write_file "$NODE_DIR/config/kubelet.yaml"
+  start kubelet "$K8S_BIN/kubelet" --config "$NODE_DIR/config/kubelet.yaml" \
+    --kubeconfig "$KCFG/$THIS_KUBELET_KCFG.kubeconfig" --root-dir "$NODE_DIR/kubelet" \
+    --cert-dir "$NODE_DIR/kubelet/pki" --hostname-override "$THIS_NAME" --node-ip "$THIS_IP" \
+    --node-labels "topology.kubernetes.io/zone=zone-$NODE_IDX"
+  wait_for "node $THIS_NAME Ready" 180 bash -c \
+    "$(declare -f kubectl_); K8S_BIN='$K8S_BIN' ADMIN_KUBECONFIG='$ADMIN_KUBECONFIG';
+     kubectl_ get node '$THIS_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+
+  node_phase kube-proxy
+  write_file "$NODE_DIR/config/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: ${KCFG}/kube-proxy.kubeconfig}
+hostnameOverride: ${THIS_NAME}
+mode: iptables
+clusterCIDR: ${THIS_PROXY_CIDR}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: ["${THIS_IP}/32"]
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+YAML
+  start kube-proxy "$K8S_BIN/kube-proxy" --config "$NODE_DIR/config/kube-proxy.yaml"
+  wait_for "kube-proxy of $THIS_NAME" 60 in_node curl -fsS http://127.0.0.1:10256/healthz
+
+  # kube-router (firewall only) enforces the NetworkPolicies of this node's pods; every node runs its own.
+  node_phase kube-router
+  kubectl_ apply -f "$CLUSTER_HACK/config/kube-router-rbac.yaml" >/dev/null
+  start_kube_router "$THIS_NAME"
+  wait_for "kube-router of $THIS_NAME" 60 in_node curl -fsS "http://127.0.0.1:${KUBE_ROUTER_HEALTH_PORT}/healthz"
+}
+
+# node_leave: the node's pods deleted through the API while its kubelet runs (so it tears the sandboxes down
+# itself: CNI DEL, netns), then its agents, whatever containers are left, containerd and its shims stopped.
+# Network namespaces of containers the kubelet did not tear down are collected in LEFT_NETNS for node_teardown.
+LEFT_NETNS=()
+node_leave() {
+  node_phase delete-pods
+  if cp_alive kube-apiserver && pid_alive kubelet; then
+    kubectl_ delete pods --all-namespaces --field-selector "spec.nodeName=$THIS_NAME" --force --grace-period=0 \
+      --wait=false >/dev/null 2>&1 || true
+    for _ in $(seq 1 60); do
+      ctr_ -n k8s.io tasks ls 2>/dev/null | grep -q RUNNING || break
+      sleep 0.5
+    done
+  fi
+  node_phase stop
+  local name c ns_path pid sock_re
+  for name in kube-router kube-proxy kubelet; do stop "$name"; done
+  if ! pid_alive containerd && [[ -f "$NODE_DIR/config/containerd.toml" && -d "$NODE_DIR/containerd" ]] &&
+     [[ -z "$START_NETNS" || -e "/run/netns/$START_NETNS" ]]; then
+    # Stale state (processes gone): start the node's containerd once more so it can name and remove its containers.
+    start containerd "$(command -v containerd)" --config "$NODE_DIR/config/containerd.toml"
+    for _ in $(seq 1 40); do ctr_ version >/dev/null 2>&1 && break; sleep 0.5; done
+  fi
+  if pid_alive containerd; then
+    for c in $(ctr_ -n k8s.io containers ls -q 2>/dev/null); do
+      ns_path="$(ctr_ -n k8s.io containers info "$c" 2>/dev/null |
+        sed -n '/"type": "network"/{n;s/.*"path": "\(.*\)".*/\1/p}' | head -1)"
+      [[ -n "$ns_path" ]] && LEFT_NETNS+=("$ns_path")
+      ctr_ -n k8s.io tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true
+    done
+    sleep 1
+    for c in $(ctr_ -n k8s.io containers ls -q 2>/dev/null); do
+      ctr_ -n k8s.io tasks delete -f "$c" >/dev/null 2>&1 || true
+      ctr_ -n k8s.io containers delete "$c" >/dev/null 2>&1 || true
+    done
+  fi
+  stop containerd
+  # Shims of our containerd outlive it by design; they carry our socket path on their command line.
+  sock_re="$(printf '%s' "$CONTAINERD_SOCK" | sed 's/[.[\*^$]/\\&/g')"
+  for pid in $(pgrep -f -- "-address ${sock_re}( |$)" || true); do
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == */containerd-shim* ]] || continue
+    kill -KILL "$pid" 2>/dev/null && log "killed leftover shim $pid"
+  done
+  # Any process still in an extra node's netns was started by us for it (a daemon whose PID file was lost).
+  if [[ -n "$START_NETNS" ]] && ip netns list | grep -qw "$START_NETNS"; then
+    for pid in $(ip netns pids "$START_NETNS" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+  fi
+}
+
+# node_teardown: what node_leave's processes leave behind. Node 0's state directory is the cluster's (control
+# plane beside it): down.sh deletes it; an extra node's is deleted here, with its Node object.
+node_teardown() {
+  node_phase mounts
+  local n m d l mnts
+  for n in "${LEFT_NETNS[@]}"; do
+    [[ -e "$n" ]] || continue
+    umount "$n" 2>/dev/null || umount -l "$n" 2>/dev/null || true
+    rm -f "$n" && log "removed netns $n"
+  done
+  LEFT_NETNS=()
+  # overlay rootfs, shm, volumes, ... under the node's directory, deepest first
+  for _ in 1 2 3; do
+    mapfile -t mnts < <(awk -v d="$NODE_DIR/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r)
+    (( ${#mnts[@]} )) || break
+    for m in "${mnts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+  done
+  node_phase network
+  if (( NODE_IDX == 0 )); then _host_network_down; else _netns_network_down; fi
+  node_phase cgroups
+  while read -r d; do
+    [[ -d "$d" ]] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done < <(node_cgroup_dirs)
+  if [[ -d /var/log/containers ]]; then
+    for l in /var/log/containers/*.log; do
+      [[ -L "$l" && "$(readlink "$l")" == "$NODE_DIR/"* ]] && rm -f "$l"
+    done
+  fi
+  (( NODE_IDX > 0 )) || return 0
+  if cp_alive kube-apiserver; then
+    kubectl_ delete node "$THIS_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  fi
+  remove_state "$NODE_DIR"
+}
+
+# remove_state DIR: delete a node's (or the cluster's) state directory, never while anything is mounted below it.
+remove_state() {
+  if awk -v d="$1/" 'index($5, d) == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+    die "mounts remain under $1 (see /proc/self/mountinfo); not deleting it"
+  fi
+  rm -rf "$1"
+}
+
+# drop_chains IPTABLES TABLE CHAIN...: delete the jumps to each CHAIN, then the chain.
+drop_chains() {
+  local ipt="$1" table="$2" chain rule; shift 2
+  for chain in "$@"; do
+    "$ipt" -w -t "$table" -S "$chain" >/dev/null 2>&1 || continue
+    while rule="$("$ipt" -w -t "$table" -S | grep -m1 -E "^-A [^ ]+ .*-j $chain( |$)")"; do
+      eval "$ipt -w -t $table ${rule/#-A /-D }" || break
+    done
+    "$ipt" -w -t "$table" -F "$chain" && "$ipt" -w -t "$table" -X "$chain" || true
+  done
+}
+
+# Node 0 shares the host's netfilter: kube-proxy's, kube-router's and the kubelet's chains and our own go by name
+# (an extra node's go with its netns). Then the bridge, its leftover veths, the underlay once no extra node is
+# left, and the sysctls.
+_host_network_down() {
+  local chain set ipt table rule v
+  # kube-proxy knows its own chains
+  if [[ -f "$NODE_DIR/config/kube-proxy.yaml" && -x "$K8S_BIN/kube-proxy" ]]; then
+    "$K8S_BIN/kube-proxy" --cleanup >"$LOGS/kube-proxy-cleanup.log" 2>&1 || log "kube-proxy --cleanup failed (see $LOGS/kube-proxy-cleanup.log)"
+  fi
+  # kube-router's chains (its own --cleanup-config also resets the router and proxy parts, which we never ran) and
+  # its ipsets; names from pkg/controllers/netpol of the pinned release.
+  for chain in KUBE-ROUTER-INPUT KUBE-ROUTER-FORWARD KUBE-ROUTER-OUTPUT; do drop_chains iptables filter "$chain"; done
+  for chain in $(iptables -w -S | sed -n 's/^-N \(KUBE-\(POD-FW\|NWPLCY\)-[A-Za-z0-9-]*\)$/\1/p'); do
+    iptables -w -F "$chain" 2>/dev/null || true
+  done
+  for chain in $(iptables -w -S | sed -n 's/^-N \(KUBE-\(POD-FW\|NWPLCY\)-[A-Za-z0-9-]*\)$/\1/p'); do
+    iptables -w -X "$chain" 2>/dev/null || true
+  done
+  if command -v ipset >/dev/null; then
+    for set in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-(SRC|DST)-|kube-router-)' || true); do
+      ipset destroy "$set" 2>/dev/null || true
+    done
+  fi
+  # the kubelet's own chains (KUBE-FIREWALL guards 127.0.0.0/8, canaries, hint), which --cleanup leaves
+  if [[ -f "$NODE_DIR/config/kubelet.yaml" ]]; then
+    for ipt in iptables ip6tables; do
+      command -v "$ipt" >/dev/null || continue
+      for table in filter nat mangle; do
+        drop_chains "$ipt" "$table" KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT
+      done
+    done
+  fi
+  iptables -w -D FORWARD -j "$FW_CHAIN" 2>/dev/null || true
+  iptables -w -F "$FW_CHAIN" 2>/dev/null && iptables -w -X "$FW_CHAIN" 2>/dev/null || true
+  if [[ -f "$RUN/cni-hostport.ours" ]]; then
+    for chain in PREROUTING OUTPUT; do
+      while iptables -w -t nat -S "$chain" | grep -q 'CNI-HOSTPORT-DNAT'; do
+        rule="$(iptables -w -t nat -S "$chain" | grep -m1 'CNI-HOSTPORT-DNAT' | sed 's/^-A /-D /')"
+        eval "iptables -w -t nat $rule" || break
+      done
+    done
+    while iptables -w -t nat -S POSTROUTING | grep -q 'CNI-HOSTPORT-MASQ'; do
+      rule="$(iptables -w -t nat -S POSTROUTING | grep -m1 'CNI-HOSTPORT-MASQ' | sed 's/^-A /-D /')"
+      eval "iptables -w -t nat $rule" || break
+    done
+    for chain in $(iptables -w -t nat -S | sed -n 's/^-N \(CNI-\(HOSTPORT\|DN\)-[A-Za-z0-9-]*\)$/\1/p'); do
+      iptables -w -t nat -F "$chain" 2>/dev/null || true
+    done
+    for chain in $(iptables -w -t nat -S | sed -n 's/^-N \(CNI-\(HOSTPORT\|DN\)-[A-Za-z0-9-]*\)$/\1/p'); do
+      iptables -w -t nat -X "$chain" 2>/dev/null || true
+    done
+  fi
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then
+    for v in $(ip -o link show master "$BRIDGE" | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link del "$v" 2>/dev/null || true; done
+    [[ -f "$RUN/bridge.created" ]] && ip link del "$BRIDGE" && log "removed bridge $BRIDGE"
+  fi
+  if [[ -z "$(extra_nodes)" ]]; then
+    iptables -w -D FORWARD -j "$NODES_FW_CHAIN" 2>/dev/null || true
+    iptables -w -F "$NODES_FW_CHAIN" 2>/dev/null && iptables -w -X "$NODES_FW_CHAIN" 2>/dev/null || true
+    ip link show "$UNDERLAY_BRIDGE" >/dev/null 2>&1 && ip link del "$UNDERLAY_BRIDGE" && log "removed bridge $UNDERLAY_BRIDGE"
+  fi
+  if [[ -f "$RUN/sysctl.saved" ]]; then
+    while IFS= read -r kv; do sysctl -qw "$kv" || true; done <"$RUN/sysctl.saved"
+  fi
+}
+
+# Node i: the routes to it (host and the other extra nodes), its veth and netns (its iptables rules and ipsets
+# go with the netns).
+_netns_network_down() {
+  local j
+  for j in $(extra_nodes); do
+    [[ "$j" == "$NODE_IDX" ]] && continue
+    ip -n "$(node_netns "$j")" route del "$THIS_POD_CIDR" 2>/dev/null || true
+  done
+  ip route del "$THIS_POD_CIDR" 2>/dev/null || true
+  ip link del "akv$NODE_IDX" 2>/dev/null || true
+  ip netns del "$START_NETNS" 2>/dev/null || true
 }

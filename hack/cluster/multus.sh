@@ -255,6 +255,7 @@ check() {
   kubectl_ create namespace "$ns" >/dev/null
   # shellcheck disable=SC2064
   trap "kubectl_ delete namespace '$ns' --wait=false >/dev/null 2>&1 || true" RETURN EXIT
+  wait_default_sa "$ns"
   kubectl_ -n "$ns" apply -f - >/dev/null <<YAML
 apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition

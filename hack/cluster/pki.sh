@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Certificates and kubeconfigs of the local node, made with openssl (sourced by up.sh). Existing files are kept,
+# Certificates and kubeconfigs of the local node, made with openssl (sourced by lib.sh). Existing files are kept,
 # so a re-run of cluster-up reuses them; cluster-down deletes them with the rest of the state.
 
 # cert NAME CN O EXT: key + certificate signed by the cluster CA. EXT is an openssl x509 extension section body.

@@ -14,7 +14,12 @@ kind: Namespace
 metadata:
   name: $ns
   labels: {pod-security.kubernetes.io/enforce: restricted}
----
+YAML
+# The namespace goes whatever the outcome (a failed run's pods are described above the error line).
+# shellcheck disable=SC2064  # $ns is fixed from here on
+trap "kubectl_ delete namespace '$ns' --wait=false >/dev/null 2>&1 || true" EXIT
+wait_default_sa "$ns"
+kubectl_ apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Pod
 metadata: {name: web, namespace: $ns, labels: {app: smoke-web}}
@@ -82,5 +87,4 @@ if [[ "$phase_" != 0 || "$out" != *"arkouda-k8s cluster smoke"* ]]; then
   kubectl_ -n "$ns" get pods,svc,endpointslices -o wide >&2 || true
   die "smoke: client pod could not fetch http://web.$ns.svc.$CLUSTER_DOMAIN/ (exit code '$phase_', output: $out) — check $LOGS/coredns.log and $LOGS/kube-proxy.log"
 fi
-kubectl_ delete namespace "$ns" --wait=false >/dev/null
 log "smoke: pod (${client_node:-$web_node}) -> Service DNS name -> pod ($web_node) works under PodSecurity restricted ($(( $(date +%s) - start ))s)"

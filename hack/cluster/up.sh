@@ -6,8 +6,6 @@
 # Design and versions: hack/cluster/README.md.
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
-# shellcheck source=hack/cluster/pki.sh
-. "$CLUSTER_HACK/pki.sh"
 total_start=$(date +%s.%N)
 cluster_lock
 
@@ -35,148 +33,59 @@ if [[ -d "$RUN" ]] && compgen -G "$RUN/*.pid" >/dev/null; then
     "$CLUSTER_HACK/down.sh"
   fi
 fi
-mkdir -p "$CLUSTER_DIR" "$RUN" "$LOGS" "$CLUSTER_DIR/cni/net.d" "$CLUSTER_DIR/cni/networks" "$CLUSTER_DIR/config"
+mkdir -p "$CLUSTER_DIR"
 echo "$CLUSTER_DIR" >"$CLUSTER_DIR/.arkouda-k8s-cluster"   # marker: down.sh refuses to rm -rf anything else
 
-phase network
-if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
-  ip link add "$BRIDGE" type bridge
-  touch "$RUN/bridge.created"
-fi
-ip addr show dev "$BRIDGE" | grep -q "inet ${NODE_IP}/" || ip addr add "${NODE_IP}/${POD_CIDR#*/}" dev "$BRIDGE"
-ip link set "$BRIDGE" up
-# Service traffic between pods on the bridge is routed through the host (DNAT), so forwarding must be on; the
-# previous value is restored by cluster-down. br_netfilter makes bridged traffic visit iptables (kube-proxy).
-[[ -f "$RUN/sysctl.saved" ]] || {
-  printf 'net.ipv4.ip_forward=%s\n' "$(sysctl -n net.ipv4.ip_forward)" >"$RUN/sysctl.saved"
-  [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] &&
-    printf 'net.bridge.bridge-nf-call-iptables=%s\n' "$(sysctl -n net.bridge.bridge-nf-call-iptables)" >>"$RUN/sysctl.saved"
+# The control plane of the cluster, on node 0: after its network (the API server listens on the bridge address)
+# and certificates, before its kubelet registers.
+control_plane_up() {
+  phase etcd
+  start etcd "$ETCD_BIN/etcd" --name local --data-dir "$CLUSTER_DIR/etcd" \
+    --listen-client-urls "https://127.0.0.1:2379" --advertise-client-urls "https://127.0.0.1:2379" \
+    --listen-peer-urls "http://127.0.0.1:2380" --initial-advertise-peer-urls "http://127.0.0.1:2380" \
+    --initial-cluster "local=http://127.0.0.1:2380" --listen-metrics-urls "http://127.0.0.1:2381" \
+    --cert-file "$PKI/etcd.crt" --key-file "$PKI/etcd.key" --trusted-ca-file "$PKI/ca.crt" --client-cert-auth \
+    --unsafe-no-fsync --log-level warn
+  wait_for etcd 60 curl -fsS http://127.0.0.1:2381/health
+
+  phase kube-apiserver
+  mkdir -p "$(dirname "$AUDIT_LOG")"
+  [[ -f "$AUDIT_POLICY" ]] || die "audit policy $AUDIT_POLICY not found (CLUSTER_AUDIT_POLICY)"
+  start kube-apiserver "$K8S_BIN/kube-apiserver" \
+    --advertise-address "$NODE_IP" --bind-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
+    --etcd-servers https://127.0.0.1:2379 --etcd-cafile "$PKI/ca.crt" \
+    --etcd-certfile "$PKI/etcd-client.crt" --etcd-keyfile "$PKI/etcd-client.key" \
+    --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" --kubelet-certificate-authority "$PKI/ca.crt" \
+    --kubelet-preferred-address-types InternalIP \
+    --service-account-issuer "https://kubernetes.default.svc.${CLUSTER_DOMAIN}" \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false \
+    --audit-policy-file "$AUDIT_POLICY" --audit-log-path "$AUDIT_LOG" --audit-log-maxsize 200 --audit-log-maxbackup 2
+  wait_for kube-apiserver 120 kubectl_ get --raw /readyz
+
+  phase controllers
+  start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
+    --kubeconfig "$KCFG/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$KCFG/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$KCFG/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
+    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+    --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false --profiling=false
+  start kube-scheduler "$K8S_BIN/kube-scheduler" \
+    --kubeconfig "$KCFG/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$KCFG/scheduler.kubeconfig" --authorization-kubeconfig "$KCFG/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false --profiling=false
+  # CoreDNS reads Services/EndpointSlices/Pods/Namespaces with its own certificate user, nothing more.
+  kubectl_ apply -f "$CLUSTER_HACK/config/coredns-rbac.yaml" >/dev/null
 }
-[[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || modprobe br_netfilter 2>/dev/null ||
-  die "br_netfilter is not available (modprobe br_netfilter failed): kube-proxy Services need it"
-sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
-# Pods talk to each other and to the node only: forwarded pod traffic leaving by any other interface is dropped.
-if ! iptables -w -S "$FW_CHAIN" >/dev/null 2>&1; then
-  iptables -w -N "$FW_CHAIN"
-  iptables -w -A "$FW_CHAIN" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
-  iptables -w -A "$FW_CHAIN" -s "$POD_CIDR" ! -o "$BRIDGE" -j DROP
-  iptables -w -A "$FW_CHAIN" -d "$POD_CIDR" ! -i "$BRIDGE" -j DROP
-fi
-iptables -w -C FORWARD -j "$FW_CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$FW_CHAIN"
-iptables -w -t nat -S CNI-HOSTPORT-DNAT >/dev/null 2>&1 || touch "$RUN/cni-hostport.ours"
-write_file "$CLUSTER_DIR/cni/net.d/10-arkouda.conflist" <<JSON
-{
-  "cniVersion": "1.0.0",
-  "name": "arkouda-local",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "${BRIDGE}",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "${CLUSTER_DIR}/cni/networks",
-        "ranges": [[{"subnet": "${POD_CIDR}", "gateway": "${NODE_IP}"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-JSON
-printf 'nameserver %s\nsearch %s\noptions ndots:5\n' "$NODE_IP" "$CLUSTER_DOMAIN" | write_file "$CLUSTER_DIR/resolv.conf"
 
-phase pki
-make_pki
-
-phase containerd
-containerd_toml "$CLUSTER_DIR/containerd" "$CONTAINERD_SOCK" "$CLUSTER_DIR/cni/net.d" | write_file "$CLUSTER_DIR/config/containerd.toml"
-start containerd "$(command -v containerd)" --config "$CLUSTER_DIR/config/containerd.toml"
-wait_for containerd 30 ctr_ version
-
-phase node-images
-"$CLUSTER_HACK/load-images.sh" --node-images
-
-phase etcd
-start etcd "$ETCD_BIN/etcd" --name local --data-dir "$CLUSTER_DIR/etcd" \
-  --listen-client-urls "https://127.0.0.1:2379" --advertise-client-urls "https://127.0.0.1:2379" \
-  --listen-peer-urls "http://127.0.0.1:2380" --initial-advertise-peer-urls "http://127.0.0.1:2380" \
-  --initial-cluster "local=http://127.0.0.1:2380" --listen-metrics-urls "http://127.0.0.1:2381" \
-  --cert-file "$PKI/etcd.crt" --key-file "$PKI/etcd.key" --trusted-ca-file "$PKI/ca.crt" --client-cert-auth \
-  --unsafe-no-fsync --log-level warn
-wait_for etcd 60 curl -fsS http://127.0.0.1:2381/health
-
-phase kube-apiserver
-mkdir -p "$(dirname "$AUDIT_LOG")"
-[[ -f "$AUDIT_POLICY" ]] || die "audit policy $AUDIT_POLICY not found (CLUSTER_AUDIT_POLICY)"
-start kube-apiserver "$K8S_BIN/kube-apiserver" \
-  --advertise-address "$NODE_IP" --bind-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
-  --etcd-servers https://127.0.0.1:2379 --etcd-cafile "$PKI/ca.crt" \
-  --etcd-certfile "$PKI/etcd-client.crt" --etcd-keyfile "$PKI/etcd-client.key" \
-  --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-  --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
-  --kubelet-client-key "$PKI/apiserver-kubelet-client.key" --kubelet-certificate-authority "$PKI/ca.crt" \
-  --kubelet-preferred-address-types InternalIP \
-  --service-account-issuer "https://kubernetes.default.svc.${CLUSTER_DOMAIN}" \
-  --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-  --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
-  --enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false \
-  --audit-policy-file "$AUDIT_POLICY" --audit-log-path "$AUDIT_LOG" --audit-log-maxsize 200 --audit-log-maxbackup 2
-wait_for kube-apiserver 120 kubectl_ get --raw /readyz
-
-phase controllers
-start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
-  --kubeconfig "$KCFG/controller-manager.kubeconfig" \
-  --authentication-kubeconfig "$KCFG/controller-manager.kubeconfig" \
-  --authorization-kubeconfig "$KCFG/controller-manager.kubeconfig" \
-  --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
-  --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
-  --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
-  --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false --profiling=false
-start kube-scheduler "$K8S_BIN/kube-scheduler" \
-  --kubeconfig "$KCFG/scheduler.kubeconfig" \
-  --authentication-kubeconfig "$KCFG/scheduler.kubeconfig" --authorization-kubeconfig "$KCFG/scheduler.kubeconfig" \
-  --bind-address 127.0.0.1 --leader-elect=false --profiling=false
-# CoreDNS reads Services/EndpointSlices/Pods/Namespaces with its own certificate user, nothing more.
-kubectl_ apply -f "$CLUSTER_HACK/config/coredns-rbac.yaml" >/dev/null
-
-phase kubelet
-mkdir -p "$CLUSTER_DIR/kubelet" "$CLUSTER_DIR/pod-logs"
-kubelet_yaml "$NODE_IP" "$PKI/kubelet.crt" "$PKI/kubelet.key" "$CLUSTER_DIR" \
-  | write_file "$CLUSTER_DIR/config/kubelet.yaml"
-start kubelet "$K8S_BIN/kubelet" --config "$CLUSTER_DIR/config/kubelet.yaml" \
-  --kubeconfig "$KCFG/kubelet.kubeconfig" --root-dir "$CLUSTER_DIR/kubelet" \
-  --cert-dir "$CLUSTER_DIR/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
-  --node-labels topology.kubernetes.io/zone=zone-0
-wait_for "node $NODE_NAME Ready" 180 bash -c \
-  "$(declare -f kubectl_); K8S_BIN='$K8S_BIN' ADMIN_KUBECONFIG='$ADMIN_KUBECONFIG';
-   kubectl_ get node '$NODE_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
-
-phase kube-proxy
-write_file "$CLUSTER_DIR/config/kube-proxy.yaml" <<YAML
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: ${KCFG}/kube-proxy.kubeconfig}
-hostnameOverride: ${NODE_NAME}
-mode: iptables
-clusterCIDR: ${POD_CIDR}
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-nodePortAddresses: ["${NODE_IP}/32"]
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-YAML
-start kube-proxy "$K8S_BIN/kube-proxy" --config "$CLUSTER_DIR/config/kube-proxy.yaml"
-wait_for kube-proxy 60 curl -fsS http://127.0.0.1:10256/healthz
-
-phase enforcer
-# kube-router (firewall only) enforces NetworkPolicies for node 0's pods; the extra nodes run their own.
-kubectl_ apply -f "$CLUSTER_HACK/config/kube-router-rbac.yaml" >/dev/null
-[[ -x "$KUBE_ROUTER_BIN/kube-router" ]] || die "$KUBE_ROUTER_BIN/kube-router is missing: run 'make cluster-tools'"
-command -v ipset >/dev/null || die "ipset not found (kube-router needs it): run 'make deps'"
-start_kube_router "$NODE_NAME"
-wait_for kube-router 60 curl -fsS "http://127.0.0.1:${KUBE_ROUTER_HEALTH_PORT}/healthz"
+# Node 0 (lib.sh node_up: network, certificates, containerd, its images, [control plane], kubelet, kube-proxy,
+# kube-router), then CoreDNS, which only the kubelets' pods use.
+node_up control_plane_up
 
 phase coredns
 write_file "$CLUSTER_DIR/config/Corefile" <<COREFILE

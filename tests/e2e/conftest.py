@@ -1,5 +1,8 @@
 """Fixtures of the end-to-end suite: a real cluster (KUBECONFIG, set by `make e2e`), helm, fresh namespaces
-that enforce Pod Security "restricted"."""
+that enforce Pod Security "restricted"; and the per-module times printed at the end of a run.
+
+The suite runs in two phases (tests/e2e/run.sh): the modules concurrently, one module per pytest-xdist worker at a
+time (each module's tests in file order, in its own namespaces), then the modules marked `disruptive` alone."""
 
 from __future__ import annotations
 
@@ -8,17 +11,62 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from kubernetes import client
 
-from kubehelpers import Kube, helm
+from kubehelpers import Kube, helm, wait_for_default_service_account
 
 log = logging.getLogger(__name__)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "order: tests in a module run top to bottom against one release")
+    config.addinivalue_line(
+        "markers",
+        "disruptive: the module changes the cluster under every other module (stops nodes): it runs alone, after "
+        "the concurrent phase (tests/e2e/run.sh)",
+    )
+
+
+@dataclass
+class ModuleTime:
+    """What one module's test reports say: when its first phase started and its last ended, where it ran."""
+
+    start: float = float("inf")
+    stop: float = 0.0
+    busy: float = 0.0
+    worker: str = "-"
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+MODULE_TIMES: dict[str, ModuleTime] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # With pytest-xdist the controller sees every worker's reports here (report.node is that worker).
+    t = MODULE_TIMES.setdefault(report.nodeid.split("::", 1)[0], ModuleTime())
+    t.start, t.stop = min(t.start, report.start), max(t.stop, report.stop)
+    t.busy += report.duration
+    node: Any = getattr(report, "node", None)
+    if node is not None:
+        t.worker = str(node.gateway.id)
+    if report.when == "call" or report.outcome != "passed":
+        t.outcomes[report.outcome] = t.outcomes.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not MODULE_TIMES:
+        return
+    terminalreporter.section("per-module times (wall: first setup to last teardown)")
+    begin = min(t.start for t in MODULE_TIMES.values())
+    for module, t in sorted(MODULE_TIMES.items(), key=lambda kv: -(kv[1].stop - kv[1].start)):
+        outcomes = ", ".join(f"{n} {o}" for o, n in sorted(t.outcomes.items()))
+        terminalreporter.write_line(
+            f"{t.stop - t.start:7.1f} s  {module:<36} worker {t.worker:<4} "
+            f"from +{t.start - begin:6.1f} s to +{t.stop - begin:6.1f} s  ({outcomes})")
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +80,8 @@ def kube() -> Kube:
 
 @pytest.fixture(scope="session")
 def make_namespace(kube: Kube) -> Iterator[Callable[[str], str]]:
-    """Create namespaces labelled to enforce Pod Security "restricted"; delete them at the end of the session."""
+    """Create namespaces labelled to enforce Pod Security "restricted"; delete them at the end of the session
+    (of the worker, under pytest-xdist)."""
     created: list[str] = []
 
     def make(prefix: str) -> str:
@@ -41,6 +90,7 @@ def make_namespace(kube: Kube) -> Iterator[Callable[[str], str]]:
         labels["pod-security.kubernetes.io/enforce-version"] = "latest"
         kube.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
         created.append(name)
+        wait_for_default_service_account(kube, name)
         return name
 
     yield make

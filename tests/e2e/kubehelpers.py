@@ -149,6 +149,33 @@ class Kube:
         return list(evs)
 
 
+def wait_for_default_service_account(kube: Kube, namespace: str, *, timeout: float = 60) -> None:
+    """Wait until the namespace's "default" ServiceAccount exists (list, then watch from the list's
+    resourceVersion). The controller-manager creates it shortly after the namespace; until then the ServiceAccount
+    admission refuses every pod of the namespace (`serviceaccount "default" not found`), which a busy
+    controller-manager makes likely for a test that creates a pod right after its namespace."""
+    selector = "metadata.name=default"
+    deadline = time.monotonic() + timeout
+    while (remaining := deadline - time.monotonic()) > 0:
+        listing: Any = kube.core.list_namespaced_service_account(namespace, field_selector=selector)
+        if listing.items:
+            return
+        w: Any = watch.Watch()  # type: ignore[no-untyped-call]
+        try:
+            for event in w.stream(kube.core.list_namespaced_service_account, namespace, field_selector=selector,
+                                  resource_version=listing.metadata.resource_version,
+                                  timeout_seconds=max(1, int(remaining))):
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    return
+        except client.ApiException as exc:
+            if exc.status != 410:
+                raise
+        finally:
+            w.stop()
+    raise AssertionError(f"namespace {namespace} has no default ServiceAccount after {timeout:.0f}s: is the "
+                         "controller-manager running?")
+
+
 def _state(c: Any) -> str:
     s = c.state
     if s.running:

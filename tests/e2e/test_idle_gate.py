@@ -42,6 +42,10 @@ IDLE_VALUES = [
     "--set", "global.idle.wake.timeoutSeconds=240",
     "--set", "global.idle.wake.backoffSeconds=5",
 ]
+# The wake deadline of the unsatisfiable-wake test, which also bounds its successful wake once the node is labelled:
+# that wake (pods scheduled, started, launched) took 7.6 s alone and 10.2 s beside two other modules, and missed
+# 15 s beside three; 40 s leaves room under the concurrent phase.
+WAKE_DEADLINE_SECONDS = 40
 
 
 @pytest.fixture(scope="module")
@@ -237,12 +241,14 @@ def node_name(kube: Kube) -> str:
 def test_a_wake_that_cannot_be_satisfied_ends_with_an_event_and_a_client_error_then_succeeds(
     kube: Kube, ns: str
 ) -> None:
-    upgrade(ns, "--set", f"server.nodeSelector.{LABEL}=yes", "--set", "global.idle.wake.timeoutSeconds=15")
+    upgrade(ns, "--set", f"server.nodeSelector.{LABEL}=yes", "--set",
+            f"global.idle.wake.timeoutSeconds={WAKE_DEADLINE_SECONDS}")
     gate = gate_pod(kube, ns)
     try:
         with port_forward(ns, SERVICE, 5555) as port:
             began = time.monotonic()
-            with pytest.raises(HandshakeError, match=r"connect: server error: .*not Ready after 15 s") as info:
+            refused = rf"connect: server error: .*not Ready after {WAKE_DEADLINE_SECONDS} s"
+            with pytest.raises(HandshakeError, match=refused) as info:
                 handshake(host="127.0.0.1", port=port, token=None, user="e2e", timeout=120)
             took = time.monotonic() - began
         print(f"\nunsatisfiable wake: client error after {took:.1f} s: {info.value}")

@@ -30,6 +30,9 @@ from kubehelpers import CHART, REPO_ROOT, VALUES, Kube, all_ready, helm, image_a
 
 log = logging.getLogger(__name__)
 
+# It stops nodes, so every other module's pods on them would go too: alone, after the concurrent phase (run.sh).
+pytestmark = pytest.mark.disruptive
+
 RELEASE = "nl"
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
 RELEASE_SEL = release_pods(RELEASE)

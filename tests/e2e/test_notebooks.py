@@ -17,7 +17,17 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kubehelpers import CHART, VALUES, Kube, all_ready, helm, image_args, release_pods, wait_for
+from kubehelpers import (
+    CHART,
+    VALUES,
+    Kube,
+    all_ready,
+    helm,
+    image_args,
+    release_pods,
+    wait_for,
+    wait_for_default_service_account,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +46,7 @@ def ns(make_namespace: Any) -> str:
 def hub(kube: Kube) -> Iterator[str]:
     labels = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
     kube.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=HUB_NS, labels=labels)))
+    wait_for_default_service_account(kube, HUB_NS)
     yield HUB_NS
     kube.core.delete_namespace(HUB_NS)
 
