@@ -205,6 +205,18 @@ def port_forward(namespace: str, service: str, port: int, *, kind: str = "svc") 
         proc.wait(timeout=10)
 
 
+def gate_selector(release: str) -> str:
+    """Label selector of a release's gate pod."""
+    return f"app.kubernetes.io/instance={release},app.kubernetes.io/component=gate"
+
+
+def ready_gate_pod(kube: Kube, namespace: str, release: str, *, timeout: float) -> str:
+    """The name of the release's gate pod, once it is Ready (within `timeout` seconds)."""
+    pods = kube.watch_pods_until(namespace, gate_selector(release), all_ready(1), timeout=timeout,
+                                 what="the gate pod Ready")
+    return str(pods[0].metadata.name)
+
+
 def release_pods(release: str) -> str:
     """Label selector of a release's locale and server pods: not its helm test Pod, which stays (Completed)
     after a test until the next one replaces it."""

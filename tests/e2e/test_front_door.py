@@ -19,7 +19,19 @@ from typing import Any
 import pytest
 import zmq
 
-from kubehelpers import CHART, REPO_ROOT, VALUES, Kube, all_ready, helm, image_args, port_forward, release_pods
+from kubehelpers import (
+    CHART,
+    REPO_ROOT,
+    VALUES,
+    Kube,
+    all_ready,
+    gate_selector,
+    helm,
+    image_args,
+    port_forward,
+    ready_gate_pod,
+    release_pods,
+)
 
 sys.path.insert(0, str(REPO_ROOT / "docker" / "arkouda" / "standin" / "lib"))
 from arkouda_standin.client import handshake
@@ -30,7 +42,7 @@ log = logging.getLogger(__name__)
 RELEASE = "door"
 SERVICE = f"{RELEASE}-arkouda-server"
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
-GATE_SEL = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=gate"
+GATE_SEL = gate_selector(RELEASE)
 PODS_SEL = release_pods(RELEASE)
 HEALTH_TIMEOUT = 10
 
@@ -42,8 +54,7 @@ def ns(make_namespace: Any) -> str:
 
 
 def gate_pod(kube: Kube, ns: str) -> str:
-    pods = kube.watch_pods_until(ns, GATE_SEL, all_ready(1), timeout=180, what="the gate pod Ready")
-    return str(pods[0].metadata.name)
+    return ready_gate_pod(kube, ns, RELEASE, timeout=180)
 
 
 def server_restarts(kube: Kube, ns: str) -> int:

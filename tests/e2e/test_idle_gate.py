@@ -22,7 +22,20 @@ import pytest
 import zmq
 from kubernetes import client
 
-from kubehelpers import CHART, REPO_ROOT, VALUES, Kube, all_ready, helm, image_args, port_forward, release_pods, run
+from kubehelpers import (
+    CHART,
+    REPO_ROOT,
+    VALUES,
+    Kube,
+    all_ready,
+    gate_selector,
+    helm,
+    image_args,
+    port_forward,
+    ready_gate_pod,
+    release_pods,
+    run,
+)
 
 sys.path.insert(0, str(REPO_ROOT / "docker" / "arkouda" / "standin" / "lib"))
 from arkouda_standin.client import Handshake, HandshakeError, handshake
@@ -32,7 +45,7 @@ log = logging.getLogger(__name__)
 
 RELEASE = "idle"
 SERVICE = f"{RELEASE}-arkouda-server"
-GATE_SEL = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=gate"
+GATE_SEL = gate_selector(RELEASE)
 PODS_SEL = release_pods(RELEASE)
 IDLE_SECONDS = 10
 LABEL = "arkouda-e2e-idle-wake"
@@ -55,8 +68,7 @@ def ns(make_namespace: Any) -> str:
 
 
 def gate_pod(kube: Kube, ns: str) -> str:
-    pods = kube.watch_pods_until(ns, GATE_SEL, all_ready(1), timeout=120, what="the gate pod Ready")
-    return str(pods[0].metadata.name)
+    return ready_gate_pod(kube, ns, RELEASE, timeout=120)
 
 
 def reasons(kube: Kube, ns: str, pod: str) -> list[str]:
