@@ -126,6 +126,7 @@ class FakeKube:
     event_rv: int = 1000  # resourceVersions of scripted watch events (after any list)
     secrets: dict[tuple[str, str], tuple[dict[str, bytes], dict[str, str]]] = field(default_factory=dict)
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    jobs: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name) -> its pod, which goes with it
     pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
     created_events: list[CreatedEvent] = field(default_factory=list)
     watch_script: queue.Queue[WatchItem] = field(default_factory=queue.Queue)
@@ -248,6 +249,14 @@ class FakeKube:
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
+
+    def delete_job(self, *, namespace: str, name: str) -> bool:
+        self._check("delete_job", name)
+        pod = self.jobs.pop((namespace, name), None)
+        if pod is None:
+            return False
+        self.pods.pop(pod, None)  # propagation Background: the Job's pod goes with it
+        return True
 
     # -- ScaleApi (the idle gate, server --scale-down-when-done) -------------------------------------------------
 

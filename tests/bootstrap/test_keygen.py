@@ -161,3 +161,23 @@ def test_concurrent_creation_is_accepted_when_valid() -> None:
         run_keygen(api, S) == "Secret rel-arkouda-ssh in namespace ns was created concurrently and is valid; unchanged"
     )
     assert api.secrets[("ns", "rel-arkouda-ssh")] == winner
+
+
+def test_delete_first_removes_a_keygen_job_an_interrupted_helm_client_left() -> None:
+    api = FakeKube()
+    run_keygen(api, S)
+    api.pods["rel-arkouda-keygen-abcde"] = make_pod("rel-arkouda-keygen-abcde")
+    api.jobs[("ns", "rel-arkouda-keygen")] = "rel-arkouda-keygen-abcde"
+    d = KeygenSettings(
+        namespace="ns", secret_name="rel-arkouda-ssh", release="rel", delete=True, keygen_job="rel-arkouda-keygen"
+    )
+    assert run_keygen(api, d) == (
+        "keygen Job rel-arkouda-keygen deleted; deleted Secret rel-arkouda-ssh in namespace ns"
+    )
+    assert not api.jobs and not api.pods
+    # the Job before the Secret: a keygen pod still running must not re-create what the clean-up deleted
+    ops = [op for op, _ in api.calls]
+    assert ops.index("delete_job") < ops.index("delete_secret")
+    assert run_keygen(api, d) == (
+        "keygen Job rel-arkouda-keygen already absent; Secret rel-arkouda-ssh in namespace ns already absent"
+    )

@@ -21,6 +21,7 @@ from test_kube_models import ready_pod, v1pod, wire
 
 PODS = "/api/v1/namespaces/ns/pods"
 SECRET = "/api/v1/namespaces/ns/secrets/s"
+JOB = "/apis/batch/v1/namespaces/ns/jobs/j"
 
 
 @pytest.fixture
@@ -132,6 +133,7 @@ def test_watch_410_as_an_event_or_a_status_is_gone(apiserver: ApiServerDouble) -
             lambda api: api.create_event(pod=PodRef(namespace="ns", name="p"), reason="r", message="m"),
             "missing RBAC: create events in namespace ns",
         ),
+        (lambda api: api.delete_job(namespace="ns", name="j"), "missing RBAC: delete jobs in namespace ns"),
     ],
 )
 def test_every_call_names_the_missing_rbac(
@@ -145,6 +147,7 @@ def test_every_call_names_the_missing_rbac(
             "/api/v1/namespaces/ns/secrets",
             SECRET,
             "/api/v1/namespaces/ns/configmaps/c",
+            JOB,
         ):
             apiserver.answer(Answer(method, path, status=403, body={"kind": "Status", "code": 403}))
     with pytest.raises(ForbiddenError) as err:  # typed: callers tell a refusal from other API errors by its type
@@ -159,6 +162,7 @@ def test_missing_pod_or_secret_is_none_not_an_error(apiserver: ApiServerDouble) 
         Answer("DELETE", SECRET, status=404),
         Answer("DELETE", f"{PODS}/p", status=404),
         Answer("DELETE", "/api/v1/namespaces/ns/configmaps/c", status=404),
+        Answer("DELETE", JOB, status=404),
     )
     api = apiserver.api()
     assert api.get_pod(namespace="ns", name="p") is None
@@ -166,6 +170,7 @@ def test_missing_pod_or_secret_is_none_not_an_error(apiserver: ApiServerDouble) 
     assert api.delete_secret(namespace="ns", name="s") is False
     assert api.delete_pod(namespace="ns", name="p") is False
     assert api.delete_config_map(namespace="ns", name="c") is False
+    assert api.delete_job(namespace="ns", name="j") is False
 
 
 def test_the_uninstall_clean_up_deletes_the_test_pod_and_config_map(apiserver: ApiServerDouble) -> None:
@@ -289,3 +294,12 @@ def test_from_kubeconfig_talks_to_the_configured_server(apiserver: ApiServerDoub
     pod = KubernetesApi.from_kubeconfig(cfg).get_pod(namespace="ns", name="p")
     assert pod is not None and (pod.name, pod.phase) == ("p", "Running")
     assert apiserver.seen[0].headers["authorization"] == "Bearer from-kubeconfig"
+
+
+def test_the_uninstall_clean_up_deletes_a_left_keygen_job_with_its_pods(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(Answer("DELETE", JOB, body={"kind": "Status"}))
+    assert apiserver.api().delete_job(namespace="ns", name="j") is True
+    [seen] = apiserver.seen
+    assert (seen.method, seen.path) == ("DELETE", JOB)
+    # without Background the API orphans a Job's pods: the keygen pod would stay
+    assert seen.body is not None and seen.body["propagationPolicy"] == "Background"

@@ -3,14 +3,19 @@
 - a pod that only wears a locale's labels (what `kubectl debug --copy-to --keep-labels` makes) while a locale is
   lost: the release relaunches on the real pod, and the impostor is named in an Event and the server's log;
 - the key Secret deleted, then `helm rollback`: the pre-rollback keygen hook re-creates it, and a deleted server
-  pod comes back Ready without anyone repairing anything.
+  pod comes back Ready without anyone repairing anything;
+- an install interrupted inside the keygen hook (`helm install --timeout` expiring, or the helm client killed):
+  `helm uninstall` then leaves nothing of the release in the namespace (Events aside).
 
-The tests of this module run in order against one release."""
+The first tests of this module run in order against one release; the interrupted installs have namespaces of
+their own."""
 
 from __future__ import annotations
 
 import base64
 import logging
+import signal
+import subprocess
 import time
 from typing import Any
 
@@ -174,3 +179,84 @@ def test_uninstall_leaves_nothing_of_the_release(kube: Kube, ns: str) -> None:
              describe=lambda: kube.describe_pods(ns, selector))
     assert not kube.batch.list_namespaced_job(ns, label_selector=selector).items
     assert not kube.core.list_namespaced_secret(ns, label_selector=selector).items
+
+
+# -- interrupted installs ---------------------------------------------------------------------------------------
+
+INTERRUPTED = "aki"
+NO_PODS_QUOTA = "no-pods"  # the test's own object: it keeps the keygen hook from ever finishing
+
+
+def block_pods(kube: Kube, ns: str) -> None:
+    """A ResourceQuota of zero pods: the keygen Job exists but can never create its pod (FailedCreate), which is
+    what a quota, a LimitRange or an admission webhook does to a real install."""
+    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name=NO_PODS_QUOTA),
+                                   spec=client.V1ResourceQuotaSpec(hard={"pods": "0"}))
+    kube.core.create_namespaced_resource_quota(ns, quota)
+
+
+def unblock_pods(kube: Kube, ns: str) -> None:
+    kube.core.delete_namespaced_resource_quota(NO_PODS_QUOTA, ns)
+
+
+def leftovers(kube: Kube, ns: str) -> list[str]:
+    """Every object of the kinds the chart and its hooks create, except what each namespace has of its own."""
+    own = {"ServiceAccount/default", "ConfigMap/kube-root-ca.crt"}
+    lists = {
+        "Job": kube.batch.list_namespaced_job, "Pod": kube.core.list_namespaced_pod,
+        "Secret": kube.core.list_namespaced_secret, "ConfigMap": kube.core.list_namespaced_config_map,
+        "ServiceAccount": kube.core.list_namespaced_service_account, "Service": kube.core.list_namespaced_service,
+        "Role": kube.rbac.list_namespaced_role, "RoleBinding": kube.rbac.list_namespaced_role_binding,
+        "StatefulSet": kube.apps.list_namespaced_stateful_set, "Deployment": kube.apps.list_namespaced_deployment,
+        "PodDisruptionBudget": client.PolicyV1Api(kube.api).list_namespaced_pod_disruption_budget,
+        "NetworkPolicy": client.NetworkingV1Api(kube.api).list_namespaced_network_policy,
+    }
+    found = [f"{kind}/{o.metadata.name}" for kind, list_ in lists.items() for o in list_(ns).items]
+    return sorted(set(found) - own)
+
+
+def keygen_job_exists(kube: Kube, ns: str) -> bool:
+    name = f"{INTERRUPTED}-arkouda-keygen"
+    return bool(kube.batch.list_namespaced_job(ns, field_selector=f"metadata.name={name}").items)
+
+
+def install_args(ns: str, timeout: str) -> list[str]:
+    return ["install", INTERRUPTED, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
+            "--set", "global.numLocales=2", "--wait", "--timeout", timeout]
+
+
+def uninstall_leaves_nothing(kube: Kube, ns: str) -> None:
+    unblock_pods(kube, ns)  # the operator's fix; the post-delete clean-up Job needs a pod too
+    t0 = time.monotonic()
+    helm("uninstall", INTERRUPTED, "-n", ns, "--wait", "--timeout", "3m", timeout=300)
+    # the deleted Jobs' pods go in the background (garbage collection): wait for them, with a deadline
+    wait_for("nothing of the release left in the namespace", lambda: not leftovers(kube, ns), timeout=120,
+             interval=1, describe=lambda: f"left: {leftovers(kube, ns)}")
+    print(f"\nuninstall after the interrupted install: namespace empty {time.monotonic() - t0:.1f}s after it began")
+
+
+def test_uninstall_after_an_install_timed_out_in_the_keygen_hook_leaves_nothing(
+        kube: Kube, make_namespace: Any) -> None:
+    ns = make_namespace("aki-e2e")
+    block_pods(kube, ns)
+    proc = helm(*install_args(ns, "20s"), timeout=120, check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "pre-install" in proc.stderr, proc.stderr  # the failure is the hook's, not a later step's
+    # Helm applied hook-failed to the Job (and its pods) itself; the keygen RBAC hook objects stay until uninstall
+    assert not keygen_job_exists(kube, ns), leftovers(kube, ns)
+    uninstall_leaves_nothing(kube, ns)
+
+
+def test_uninstall_after_the_helm_client_was_killed_in_the_keygen_hook_leaves_nothing(
+        kube: Kube, make_namespace: Any) -> None:
+    ns = make_namespace("aki-e2e")
+    block_pods(kube, ns)
+    client_proc = subprocess.Popen(["helm", *install_args(ns, "5m")], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+    try:
+        wait_for("the keygen Job of the install", lambda: keygen_job_exists(kube, ns), timeout=60, interval=0.5)
+    finally:
+        client_proc.send_signal(signal.SIGKILL)  # no delete policy runs in a client that does not live on
+        client_proc.wait(timeout=30)
+    assert keygen_job_exists(kube, ns), "no Job left behind: the clean-up below would prove nothing"
+    uninstall_leaves_nothing(kube, ns)

@@ -99,6 +99,8 @@ class KeygenSettings:
     delete: bool = False
     # with delete: the helm test Pod and ConfigMap of this name, which Helm leaves behind at uninstall
     test_objects: str | None = None
+    # with delete: the release's keygen Job, left behind when the helm client that ran it was interrupted
+    keygen_job: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,14 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
     ns, name = settings.namespace, settings.secret_name
     where = f"Secret {name} in namespace {ns}"
     if settings.delete:
-        deleted = [f"deleted {where}" if api.delete_secret(namespace=ns, name=name) else f"{where} already absent"]
+        deleted = []
+        if settings.keygen_job:
+            # First, so that a keygen pod still running cannot re-create the Secret deleted next. A helm client
+            # killed during the pre-install hook never applies the hook-failed policy: nothing else removes it.
+            job = settings.keygen_job
+            gone = api.delete_job(namespace=ns, name=job)
+            deleted.append(f"keygen Job {job} {'deleted' if gone else 'already absent'}")
+        deleted.append(f"deleted {where}" if api.delete_secret(namespace=ns, name=name) else f"{where} already absent")
         if settings.test_objects:
             # Helm never deletes test hooks at uninstall; the last test Pod is kept for `helm test --logs`.
             test = settings.test_objects

@@ -63,6 +63,15 @@ KEYGEN = [
         unset="(none)",
         doc="with `--delete`: also delete the helm test Pod and ConfigMap of this name (Helm leaves test hooks behind)",
     ),
+    Opt(
+        "keygen_job",
+        "--keygen-job",
+        "ARKOUDA_KEYGEN_JOB",
+        "with --delete: first delete the keygen Job of this name and its pods (an interrupted helm client leaves it)",
+        unset="(none)",
+        doc="with `--delete`: first delete the keygen Job of this name and its pods (an interrupted helm client "
+        "leaves it)",
+    ),
 ]
 
 
@@ -83,6 +92,11 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
         if not delete:
             raise UsageError(f"{to.source} needs {v.opt('delete').flag} (it is part of the uninstall clean-up)")
         test_objects = config.parse_name(test_objects, flag=to.flag, env=to.env)
+    keygen_job, kj = v.raw("keygen_job"), v.opt("keygen_job")
+    if keygen_job:
+        if not delete:
+            raise UsageError(f"{kj.source} needs {v.opt('delete').flag} (it is part of the uninstall clean-up)")
+        keygen_job = config.parse_name(keygen_job, flag=kj.flag, env=kj.env)
     return KeygenSettings(
         namespace=namespace,
         secret_name=secret_name,
@@ -91,6 +105,7 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
         rotation_id=rotation_id,
         delete=delete,
         test_objects=test_objects or None,
+        keygen_job=keygen_job or None,
     )
 
 

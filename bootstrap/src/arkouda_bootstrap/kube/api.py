@@ -221,6 +221,10 @@ class KubeApi(ReplicaSetter, Protocol):
         """Delete; False when it did not exist."""
         ...
 
+    def delete_job(self, *, namespace: str, name: str) -> bool:
+        """Delete a Job and, in the background, its pods; False when it did not exist."""
+        ...
+
 
 class ServiceApi(Protocol):
     """What publishing a server outside the cluster needs (`server --register-service`): one Service without a
@@ -413,6 +417,7 @@ class KubernetesApi:
         self._core = CoreV1Api(api_client)
         self._discovery: Any = None
         self._apps: Any = None
+        self._batch: Any = None
         self._timeout = request_timeout
 
     def _discovery_api(self) -> Any:
@@ -430,6 +435,14 @@ class KubernetesApi:
 
             self._apps = AppsV1Api(self._client)
         return self._apps
+
+    def _batch_api(self) -> Any:
+        """BatchV1Api, built on first use: only the uninstall clean-up deletes a Job."""
+        if self._batch is None:
+            from kubernetes.client import BatchV1Api
+
+            self._batch = BatchV1Api(self._client)
+        return self._batch
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, *, context: str | None = None) -> KubernetesApi:
@@ -605,6 +618,12 @@ class KubernetesApi:
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
+
+    def delete_job(self, *, namespace: str, name: str) -> bool:
+        # Background: the Job's pods go with it (the API's default for Jobs orphans them)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        call = self._batch_api().delete_namespaced_job
+        return self._call("delete jobs", namespace, call, name, namespace, body=body, missing_ok=True) is not None
 
     # -- services and endpointslices (server --register-service) ------------------------------------------
 
