@@ -37,6 +37,7 @@ from types import FrameType
 import zmq
 
 from . import startup
+from .arraymsg import ArrayCommands, UnknownCommandError
 from .metrics import MEMORY_USED, MetricsTables
 from .options import Locale, ServerOptions, UsageError, parse_args, parse_locales
 from .protocol import (
@@ -50,6 +51,7 @@ from .protocol import (
     reply,
     server_config,
 )
+from .symtab import CommandError, SymbolTable
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,8 @@ LINGER_MS = 2000
 # standin_sleep's ceiling: a typo must not wedge a test's server for hours.
 MAX_SLEEP_SECONDS = 3600.0
 
-Handler = Callable[["zmq.Socket[bytes]", bytes], None]
+# (socket, request frame, payload frame of a BINARY request or None)
+Handler = Callable[["zmq.Socket[bytes]", bytes, bytes | None], None]
 
 
 class StandInServer:
@@ -79,6 +82,9 @@ class StandInServer:
         self.hostname = hostname
         self.config_json = json.dumps(server_config(options, locales, hostname=hostname))
         self.tables = MetricsTables(options=options, locales=locales, hostname=hostname)
+        self.table = SymbolTable()
+        self.table_lock = threading.Lock()
+        self.arrays = ArrayCommands(table=self.table)
         self.stop = threading.Event()
         self.exit_code = 0
         self.req_count = 0
@@ -126,10 +132,11 @@ class StandInServer:
             if not sock.poll(POLL_MS):
                 continue
             raw = sock.recv()
+            payload: bytes | None = None
             while sock.getsockopt(zmq.RCVMORE):
-                sock.recv()  # a BINARY request's payload frame; the stand-in stores nothing
+                payload = sock.recv()  # a BINARY request's payload frame (ak.array's values)
             try:
-                handler(sock, raw)
+                handler(sock, raw, payload)
             except UncaughtError as exc:
                 self._daemon_died(name, str(exc))
                 return
@@ -162,7 +169,7 @@ class StandInServer:
                 f"ErrorWithMsg: Error: token {token} does not match server token, check with server owner"
             )
 
-    def _handle_main(self, sock: zmq.Socket[bytes], raw: bytes) -> None:
+    def _handle_main(self, sock: zmq.Socket[bytes], raw: bytes, payload: bytes | None) -> None:
         self.req_count += 1
         start = time.monotonic()
         req = parse_request(raw)
@@ -173,9 +180,12 @@ class StandInServer:
         if req.cmd == "shutdown" or (req.cmd == "disconnect" and self.options.auto_shutdown):
             self._shutdown(sock, req.user, start)
             return
-        msg, msg_type = self._dispatch(req)
-        self.rep_count += 1
-        sock.send(reply(msg, msg_type=msg_type, user=req.user))
+        if self.arrays.handles(req.cmd):
+            msg, msg_type = self._array_command(sock, req, payload)
+        else:
+            msg, msg_type = self._dispatch(req)
+            self.rep_count += 1
+            sock.send(reply(msg, msg_type=msg_type, user=req.user))
         if req.cmd == "standin_wedge":
             log.warning("standin_wedge: the DEFAULT daemon stops reading requests (the test double's dead loop)")
             self.stop.wait()  # until SIGTERM or SIGINT: the process stays up, port %d open, nothing read
@@ -191,6 +201,25 @@ class StandInServer:
             log.info("bytes of memory %d used after %s command", mem_used, req.cmd)
             if self.options.metrics_enabled:
                 self.tables.record(user=req.user, cmd=req.cmd, elapsed=elapsed, mem_used=mem_used)
+
+    def _array_command(self, sock: zmq.Socket[bytes], req: Request, payload: bytes | None) -> tuple[str, str]:
+        """One of the array commands; a thrown error is answered as Arkouda's daemon answers it."""
+        binary = self.arrays.binary_reply(req.cmd)
+        try:
+            with self.table_lock:
+                result = self.arrays.run(req.cmd, req.params, payload)
+            msg, msg_type = (result, "NORMAL") if isinstance(result, str) else ("", "NORMAL")
+        except UnknownCommandError as exc:
+            msg, msg_type = str(exc), "ERROR"
+        except CommandError as exc:
+            msg, msg_type = f"Error executing command {req.cmd}: {exc}", "ERROR"
+        self.rep_count += 1
+        if binary:
+            # A binary reply is the bytes alone; an error is its text, which the client recognizes by "Error:".
+            sock.send(result if msg_type == "NORMAL" and isinstance(result, bytes) else f"Error: {msg}".encode())
+        else:
+            sock.send(reply(msg, msg_type=msg_type, user=req.user))
+        return msg, msg_type
 
     def _shutdown(self, sock: zmq.Socket[bytes], user: str, start: float) -> None:
         self.rep_count += 1
@@ -235,7 +264,8 @@ class StandInServer:
             return "wedged: this server's request loop reads no further request (STAND-IN test double)", "NORMAL"
         return (
             f"Unrecognized command: {req.cmd} (STAND-IN arkouda_server: a test double that answers only connect, "
-            "getconfig, getRegistrationConfig, disconnect, noop, ruok, getmemused, metrics, standinlocales, "
+            "getconfig, getRegistrationConfig, disconnect, noop, ruok, getmemused, metrics, the 1-D array commands "
+            "create, array, arraySegString, tondarray, [int], [int]=val, set, info, delete, and standinlocales, "
             "standin_sleep, standin_wedge, shutdown)",
             "ERROR",
         )
@@ -268,7 +298,7 @@ class StandInServer:
 
     # --- the METRICS daemon -----------------------------------------------------------------------------
 
-    def _handle_metrics(self, sock: zmq.Socket[bytes], raw: bytes) -> None:
+    def _handle_metrics(self, sock: zmq.Socket[bytes], raw: bytes, _payload: bytes | None) -> None:
         req = parse_request(raw)
         port = self.options.metrics_port
         msg = ""  # MetricsServerDaemon's select has no otherwise: other commands get an empty NORMAL reply
