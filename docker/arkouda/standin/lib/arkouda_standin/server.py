@@ -36,10 +36,12 @@ from types import FrameType
 
 import zmq
 
-from . import startup
+from . import partfiles, startup
 from .arraymsg import ArrayCommands, UnknownCommandError
+from .checkpoint import Checkpoints
 from .metrics import MEMORY_USED, MetricsTables
 from .options import Locale, ServerOptions, UsageError, parse_args, parse_locales
+from .partfiles import LocaleParts
 from .protocol import (
     STANDIN_NOTE,
     STANDIN_VERSION,
@@ -59,6 +61,7 @@ PROG = "arkouda_server STAND-IN"
 POLL_MS = 100
 # How long a reply sent just before the exit may still take to leave (shutdown's reply).
 LINGER_MS = 2000
+CHECKPOINT_COMMANDS = ("save_checkpoint", "load_checkpoint")
 # standin_sleep's ceiling: a typo must not wedge a test's server for hours.
 MAX_SLEEP_SECONDS = 3600.0
 
@@ -75,6 +78,7 @@ class StandInServer:
         token: str,
         hostname: str,
         context: zmq.Context[zmq.Socket[bytes]],
+        parts: LocaleParts,
     ) -> None:
         self.options = options
         self.locales = locales
@@ -85,6 +89,7 @@ class StandInServer:
         self.table = SymbolTable()
         self.table_lock = threading.Lock()
         self.arrays = ArrayCommands(table=self.table)
+        self.checkpoints = Checkpoints(table=self.table, num_locales=len(locales), parts=parts)
         self.stop = threading.Event()
         self.exit_code = 0
         self.req_count = 0
@@ -180,7 +185,7 @@ class StandInServer:
         if req.cmd == "shutdown" or (req.cmd == "disconnect" and self.options.auto_shutdown):
             self._shutdown(sock, req.user, start)
             return
-        if self.arrays.handles(req.cmd):
+        if self.arrays.handles(req.cmd) or req.cmd in CHECKPOINT_COMMANDS:
             msg, msg_type = self._array_command(sock, req, payload)
         else:
             msg, msg_type = self._dispatch(req)
@@ -207,8 +212,16 @@ class StandInServer:
         binary = self.arrays.binary_reply(req.cmd)
         try:
             with self.table_lock:
-                result = self.arrays.run(req.cmd, req.params, payload)
-            msg, msg_type = (result, "NORMAL") if isinstance(result, str) else ("", "NORMAL")
+                result: str | bytes
+                if req.cmd == "save_checkpoint":
+                    result = self.checkpoints.save(req.params)
+                    msg, msg_type = result, "NORMAL"
+                elif req.cmd == "load_checkpoint":
+                    msg, msg_type = self.checkpoints.load(req.params)
+                    result = msg
+                else:
+                    result = self.arrays.run(req.cmd, req.params, payload)
+                    msg, msg_type = (result, "NORMAL") if isinstance(result, str) else ("", "NORMAL")
         except UnknownCommandError as exc:
             msg, msg_type = str(exc), "ERROR"
         except CommandError as exc:
@@ -265,7 +278,8 @@ class StandInServer:
         return (
             f"Unrecognized command: {req.cmd} (STAND-IN arkouda_server: a test double that answers only connect, "
             "getconfig, getRegistrationConfig, disconnect, noop, ruok, getmemused, metrics, the 1-D array commands "
-            "create, array, arraySegString, tondarray, [int], [int]=val, set, info, delete, and standinlocales, "
+            "create, array, arraySegString, tondarray, [int], [int]=val, set, info, delete, save_checkpoint, "
+            "load_checkpoint, and standinlocales, "
             "standin_sleep, standin_wedge, shutdown)",
             "ERROR",
         )
@@ -351,7 +365,14 @@ def main(argv: list[str], env: dict[str, str], *, cwd: Path | None = None) -> in
 
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
-        server = StandInServer(options=options, locales=locales, token=token, hostname=hostname, context=context)
+        server = StandInServer(
+            options=options,
+            locales=locales,
+            token=token,
+            hostname=hostname,
+            context=context,
+            parts=partfiles.from_env(env),
+        )
     except zmq.ZMQError as exc:
         print(f"{PROG}: error: cannot bind a port ({exc}); --ServerPort and METRICS_SERVER_PORT", file=sys.stderr)
         context.term()
