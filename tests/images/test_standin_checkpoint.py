@@ -6,6 +6,7 @@ real one)."""
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,6 +225,35 @@ def test_per_pod_volumes_fail_the_save_on_the_other_locales(servers: list[Server
             "Detail: [errno 2] No such file or directory"
         )
         assert [(loc, kind) for loc, kind, _ in j.job.done] == [(0, "wrote")]
+    finally:
+        j.s.close()
+
+
+def test_per_pod_volumes_fail_the_load_on_the_locale_whose_part_is_elsewhere(
+    servers: list[Server],
+    tmp_path: Path,
+) -> None:
+    """The checkpoint exists only in locale 0's filesystem (a wake onto pods whose volumes are their own): the
+    load fails when locale 1 opens its part."""
+    dirs = [tmp_path / f"pod{i}" for i in range(N)]
+    for d in dirs:
+        d.mkdir()
+    first = launch(servers, tmp_path / "shared")
+    try:
+        a = ints(first.s, [1, 2, 3])
+        save(first.s, name="cp")
+    finally:
+        first.s.close()
+    shutil.copytree(tmp_path / "shared/.akdata", dirs[0] / ".akdata")
+    j = launch(servers, dirs[0], dirs)
+    try:
+        reply = load(j.s, "cp")
+        assert reply["msgType"] == "ERROR"
+        assert reply["msg"] == (
+            "Error executing command load_checkpoint: Failed to open local file "
+            f"'.akdata/cp/{a.name}_LOCALE0001.data'. Detail: [errno 2] No such file or directory"
+        )
+        assert [(loc, kind) for loc, kind, _ in j.job.done] == [(0, "read")]
     finally:
         j.s.close()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 
 from .symtab import DTYPES, ArrayEntry, CommandError, StringsEntry, SymbolTable
 
@@ -135,9 +136,8 @@ class ArrayCommands:
             return f"set {entry.name}[{idx}]"
         # set<dt,1>: fill
         value = parse_value(_param(params, "val"), dtype)
-        view = entry.values()
-        for i in range(entry.size):
-            view[i] = value
+        # one packed element repeated: an element-wise loop would take seconds for the bench's sizes
+        entry.data[:] = struct.pack("=" + DTYPES[dtype][0], value) * entry.size
         return f"set {entry.name} to {format_value(value, dtype)}"
 
     def _created(self, entry: ArrayEntry | StringsEntry) -> str:
