@@ -48,6 +48,37 @@ python3 /tmp/ckpt-driver.py
 wait $!
 echo "server exit $?"
 """
+# A test double of per-pod volumes: AMUDP's custom spawner (GASNET_SPAWNFN=C, GASNET_CSPAWN_CMD) starts each
+# locale's arkouda_server_real in a directory of its own (its rank forced by GASNET_WORKER_RANK, as the
+# bootstrap's ssh wrapper forces it), so the relative checkpoint path is a different filesystem tree per locale.
+PODS = """
+n=$1; shift
+i=0
+while [ "$i" -lt "$n" ]; do
+  mkdir -p "/home/arkouda/pod$i"
+  (cd "/home/arkouda/pod$i" && GASNET_WORKER_RANK=$i exec "$@") &
+  i=$((i + 1))
+done
+"""
+PER_POD_DRIVER = """
+import sys, time
+sys.path.insert(0, "/tmp")
+import zmq
+from akrequests import Session
+
+for _ in range(100):
+    s = Session(5555, timeout=60)
+    try:
+        s.ok("connect")
+        break
+    except zmq.Again:
+        s.close()
+        time.sleep(0.2)
+a = s.array("int64", "q", [1, 2, 3])
+print("save:", s.msg("save_checkpoint", {"name": "cp", "path": ".akdata", "mode": "overwrite"})["msg"])
+print("name:", a.name)
+print("shutdown:", s.ok("shutdown"))
+"""
 
 
 def test_every_locale_writes_and_reads_its_own_part_over_gasnet(arkouda_rootfs: Path, arkouda_image: str) -> None:
@@ -80,3 +111,33 @@ def test_every_locale_writes_and_reads_its_own_part_over_gasnet(arkouda_rootfs: 
         (1, "read"): 333 * 8,
         (2, "read"): 334 * 8,
     }
+
+
+def test_per_pod_directories_fail_the_save_on_locale_1_as_arkouda_fails(
+    arkouda_rootfs: Path, arkouda_image: str
+) -> None:
+    shutil.copy(HERE / "akrequests.py", arkouda_rootfs / "tmp/akrequests.py")
+    (arkouda_rootfs / "tmp/ckpt-driver.py").write_text(PER_POD_DRIVER)
+    (arkouda_rootfs / "tmp/pods.sh").write_text(PODS)
+    res = oci.run(
+        arkouda_rootfs,
+        ["sh", "-c", SCRIPT],
+        image=arkouda_image,
+        cwd="/home/arkouda",
+        env={"GASNET_SPAWNFN": "C", "GASNET_CSPAWN_CMD": "sh /tmp/pods.sh %N %C", "GASNET_MASTERIP": "127.0.0.1"},
+        timeout=300,
+    )
+    out = res.stdout + res.stderr
+    name = re.search(r"^name: (\S+)$", out, re.M)
+    assert name is not None, out
+    part = f".akdata/cp/{name.group(1)}_LOCALE0001.data"
+    assert (
+        f"save: Error executing command save_checkpoint: Failed to open local file '{part}'. "
+        "Detail: [errno 2] No such file or directory\n"
+    ) in out, out
+    # locale 0 wrote its part in its own directory, locale 1 failed in its own, and said so in the log
+    assert f"locale 0 wrote checkpoint part .akdata/cp/{name.group(1)}_LOCALE0000.data" in out, out
+    assert f"locale 1: checkpoint part {part} failed: Failed to open local file" in out, out
+    assert (arkouda_rootfs / f"home/arkouda/pod0/{part.replace('0001', '0000')}").is_file()
+    assert not (arkouda_rootfs / "home/arkouda/pod1/.akdata").exists()
+    assert "server exit 0\n" in out, out

@@ -174,6 +174,7 @@ static size_t part_read(char *buf, size_t n, uint64_t off) {
 static void popen_handler(gex_Token_t token, void *buf, size_t nbytes, gex_AM_Arg_t for_write) {
   am_activity++;
   part_open(buf, nbytes, for_write);
+  if (part_err[0]) part_done(for_write); /* log the failure here: locale 0 sends no close after it */
   gex_AM_ReplyMedium0(token, HIDX_PSTATUS, part_err, strlen(part_err), GEX_EVENT_NOW, 0);
 }
 
