@@ -65,6 +65,10 @@ def test_info_lists_every_entry_and_delete_removes_one(servers: list[Server], tm
         assert right == "created bytes.size 6"
         c = left.split()[1]
         assert s.names() == [a.name, b.name, c]
+        strings_info = json.loads(s.ok("info", {"names": json.dumps([c])}))
+        assert strings_info == [
+            {"name": c, "dtype": "str", "size": 6, "ndim": 1, "shape": [2], "itemsize": 1, "registered": False}
+        ]
         info = json.loads(s.ok("info", {"names": json.dumps([b.name])}))
         assert info == [
             {"name": b.name, "dtype": "float64", "size": 1, "ndim": 1, "shape": [1], "itemsize": 8, "registered": False}

@@ -88,13 +88,14 @@ class StringsEntry:
         self.size = self.data.count(b"\x00")
 
     def info(self) -> dict[str, object]:
+        # SegStringSymEntry: size and itemsize are its bytes entry's (uint8), shape its offsets' (one per string)
         return {
             "name": self.name,
             "dtype": "str",
-            "size": self.size,
+            "size": len(self.data),
             "ndim": 1,
             "shape": [self.size],
-            "itemsize": 0,
+            "itemsize": 1,
             "registered": False,
         }
 
