@@ -7,9 +7,9 @@ by each locale itself); `load_checkpoint` with `name`, `path` reads it back. It 
 any other entry still gets its `.md` and no data file, and a load stops with an error at that entry. A checkpoint
 loads only at the numLocales it was made with.
 
-So the gate names its checkpoint after the release and its size (`<release>-gate-nl<N>`): a checkpoint made at
-another size is never overwritten by the next save, and is kept until the release runs at that size again. A
-small record beside the checkpoints (`.<release>-gate.json`) says what the last sleep left behind (which
+So the gate names its checkpoint after the release and its size (`<release>-arkouda-gate-nl<N>`, from the server
+StatefulSet's name): a checkpoint made at another size is never overwritten by the next save, and is kept until
+the release saves at that size again. A small record beside the checkpoints (`.<release>-arkouda-gate.json`) says what the last sleep left behind (which
 checkpoint, at which size, whether the save succeeded, what it could not save), so a gate that restarted while
 the release slept still knows what to load, and never loads an older checkpoint after a failed save.
 """
