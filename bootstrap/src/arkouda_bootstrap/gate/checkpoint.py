@@ -8,10 +8,11 @@ any other entry still gets its `.md` and no data file, and a load stops with an 
 loads only at the numLocales it was made with.
 
 So the gate names its checkpoint after the release and its size (`<release>-arkouda-gate-nl<N>`, from the server
-StatefulSet's name): a checkpoint made at another size is never overwritten by the next save, and is kept until
-the release saves at that size again. A small record beside the checkpoints (`.<release>-arkouda-gate.json`) says what the last sleep left behind (which
-checkpoint, at which size, whether the save succeeded, what it could not save), so a gate that restarted while
-the release slept still knows what to load, and never loads an older checkpoint after a failed save.
+StatefulSet's name): a checkpoint made at another size is never overwritten by the next save, and is kept until the
+release saves at that size again. A small record beside the checkpoints (`.<release>-arkouda-gate.json`) says what
+the last sleep left behind (which checkpoint, at which size, whether the save succeeded, what it could not save), so
+a gate that restarted while the release slept still knows what to load, and never loads an older checkpoint after a
+failed save.
 """
 
 from __future__ import annotations
