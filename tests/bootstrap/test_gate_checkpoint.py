@@ -381,11 +381,13 @@ def test_directory_store_reads_arkoudas_layout(tmp_path: Path) -> None:
     (ck / "id_a.md").write_text("{}\n")
     (ck / "id_a_LOCALE0000.data").write_bytes(b"x" * 100)
     (ck / "id_a_LOCALE0001.data").write_bytes(b"x" * 50)
+    (ck / "id_b.md").write_text("{}\n")  # a bigint array: one .bin per locale, counted from 1
+    (ck / "id_b.loc1.bin").write_bytes(b"y" * 10)
     (ck / "id_s.md").write_text("{}\n")  # a Strings entry: metadata, no data file
     store = DirectoryStore(policy)
     found = store.inspect(policy.name)
     assert found is not None
-    assert found.entries == ("id_a", "id_s") and found.unsaved == ("id_s",)
+    assert found.entries == ("id_a", "id_b", "id_s") and found.unsaved == ("id_s",)
     assert found.size_bytes == sum(f.stat().st_size for f in ck.iterdir())
     assert store.inspect("missing") is None
     assert store.read_record() is None

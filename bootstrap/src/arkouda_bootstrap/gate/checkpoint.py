@@ -110,7 +110,8 @@ class DirectoryStore:
             return None
         names = {n for n, _ in files}
         entries = sorted(n[: -len(".md")] for n in names if n.endswith(".md") and n != SERVER_METADATA)
-        unsaved = [e for e in entries if not any(n.startswith(f"{e}_LOCALE") for n in names)]
+        # data files: <entry>_LOCALE<i>.data (Parquet, per locale), bigint <entry>.loc<i>.bin
+        unsaved = [e for e in entries if not any(n.startswith((f"{e}_LOCALE", f"{e}.loc")) for n in names)]
         return Inspection(size_bytes=sum(size for _, size in files), entries=tuple(entries), unsaved=tuple(unsaved))
 
     def read_record(self) -> Record | None:
