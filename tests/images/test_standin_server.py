@@ -98,7 +98,11 @@ class Server:
 
 
 def spawn(
-    cwd: Path, *args: str, env: dict[str, str] | None = None, locales: list[dict[str, Any]] | None = None
+    cwd: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    locales: list[dict[str, Any]] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> Server:
     port, metrics_port = free_port(), free_port()
     table = LOCALES if locales is None else locales
@@ -117,6 +121,7 @@ def spawn(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        pass_fds=pass_fds,
     )
     return Server(proc, port=port, metrics_port=metrics_port, cwd=cwd)
 

@@ -21,7 +21,7 @@ ARKOUDA_VERSION = "v2026.07.15"
 STANDIN_VERSION = f"{ARKOUDA_VERSION}-STAND-IN"
 STANDIN_NOTE = (
     f"STAND-IN: a test double of arkouda_server {ARKOUDA_VERSION} (start-up, token, connect handshake, "
-    "metrics socket); it computes nothing"
+    "metrics socket, a symbol table of 1-D arrays); it computes nothing"
 )
 
 # registration-config.json at the tag: what the server was compiled for. The client's connect() parses it

@@ -36,9 +36,12 @@ from types import FrameType
 
 import zmq
 
-from . import startup
+from . import partfiles, startup
+from .arraymsg import ArrayCommands, UnknownCommandError
+from .checkpoint import Checkpoints
 from .metrics import MEMORY_USED, MetricsTables
 from .options import Locale, ServerOptions, UsageError, parse_args, parse_locales
+from .partfiles import LocaleParts
 from .protocol import (
     STANDIN_NOTE,
     STANDIN_VERSION,
@@ -50,6 +53,7 @@ from .protocol import (
     reply,
     server_config,
 )
+from .symtab import CommandError, SymbolTable
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +61,12 @@ PROG = "arkouda_server STAND-IN"
 POLL_MS = 100
 # How long a reply sent just before the exit may still take to leave (shutdown's reply).
 LINGER_MS = 2000
+CHECKPOINT_COMMANDS = ("save_checkpoint", "load_checkpoint")
 # standin_sleep's ceiling: a typo must not wedge a test's server for hours.
 MAX_SLEEP_SECONDS = 3600.0
 
-Handler = Callable[["zmq.Socket[bytes]", bytes], None]
+# (socket, request frame, payload frame of a BINARY request or None)
+Handler = Callable[["zmq.Socket[bytes]", bytes, bytes | None], None]
 
 
 class StandInServer:
@@ -72,6 +78,7 @@ class StandInServer:
         token: str,
         hostname: str,
         context: zmq.Context[zmq.Socket[bytes]],
+        parts: LocaleParts,
     ) -> None:
         self.options = options
         self.locales = locales
@@ -79,6 +86,10 @@ class StandInServer:
         self.hostname = hostname
         self.config_json = json.dumps(server_config(options, locales, hostname=hostname))
         self.tables = MetricsTables(options=options, locales=locales, hostname=hostname)
+        self.table = SymbolTable()
+        self.table_lock = threading.Lock()
+        self.arrays = ArrayCommands(table=self.table)
+        self.checkpoints = Checkpoints(table=self.table, num_locales=len(locales), parts=parts)
         self.stop = threading.Event()
         self.exit_code = 0
         self.req_count = 0
@@ -126,10 +137,11 @@ class StandInServer:
             if not sock.poll(POLL_MS):
                 continue
             raw = sock.recv()
+            payload: bytes | None = None
             while sock.getsockopt(zmq.RCVMORE):
-                sock.recv()  # a BINARY request's payload frame; the stand-in stores nothing
+                payload = sock.recv()  # a BINARY request's payload frame (ak.array's values)
             try:
-                handler(sock, raw)
+                handler(sock, raw, payload)
             except UncaughtError as exc:
                 self._daemon_died(name, str(exc))
                 return
@@ -162,7 +174,7 @@ class StandInServer:
                 f"ErrorWithMsg: Error: token {token} does not match server token, check with server owner"
             )
 
-    def _handle_main(self, sock: zmq.Socket[bytes], raw: bytes) -> None:
+    def _handle_main(self, sock: zmq.Socket[bytes], raw: bytes, payload: bytes | None) -> None:
         self.req_count += 1
         start = time.monotonic()
         req = parse_request(raw)
@@ -173,9 +185,12 @@ class StandInServer:
         if req.cmd == "shutdown" or (req.cmd == "disconnect" and self.options.auto_shutdown):
             self._shutdown(sock, req.user, start)
             return
-        msg, msg_type = self._dispatch(req)
-        self.rep_count += 1
-        sock.send(reply(msg, msg_type=msg_type, user=req.user))
+        if self.arrays.handles(req.cmd) or req.cmd in CHECKPOINT_COMMANDS:
+            msg, msg_type = self._array_command(sock, req, payload)
+        else:
+            msg, msg_type = self._dispatch(req)
+            self.rep_count += 1
+            sock.send(reply(msg, msg_type=msg_type, user=req.user))
         if req.cmd == "standin_wedge":
             log.warning("standin_wedge: the DEFAULT daemon stops reading requests (the test double's dead loop)")
             self.stop.wait()  # until SIGTERM or SIGINT: the process stays up, port %d open, nothing read
@@ -191,6 +206,33 @@ class StandInServer:
             log.info("bytes of memory %d used after %s command", mem_used, req.cmd)
             if self.options.metrics_enabled:
                 self.tables.record(user=req.user, cmd=req.cmd, elapsed=elapsed, mem_used=mem_used)
+
+    def _array_command(self, sock: zmq.Socket[bytes], req: Request, payload: bytes | None) -> tuple[str, str]:
+        """One of the array commands; a thrown error is answered as Arkouda's daemon answers it."""
+        binary = self.arrays.binary_reply(req.cmd)
+        try:
+            with self.table_lock:
+                result: str | bytes
+                if req.cmd == "save_checkpoint":
+                    result = self.checkpoints.save(req.params)
+                    msg, msg_type = result, "NORMAL"
+                elif req.cmd == "load_checkpoint":
+                    msg, msg_type = self.checkpoints.load(req.params)
+                    result = msg
+                else:
+                    result = self.arrays.run(req.cmd, req.params, payload)
+                    msg, msg_type = (result, "NORMAL") if isinstance(result, str) else ("", "NORMAL")
+        except UnknownCommandError as exc:
+            msg, msg_type = str(exc), "ERROR"
+        except CommandError as exc:
+            msg, msg_type = f"Error executing command {req.cmd}: {exc}", "ERROR"
+        self.rep_count += 1
+        if binary:
+            # A binary reply is the bytes alone; an error is its text, which the client recognizes by "Error:".
+            sock.send(result if msg_type == "NORMAL" and isinstance(result, bytes) else f"Error: {msg}".encode())
+        else:
+            sock.send(reply(msg, msg_type=msg_type, user=req.user))
+        return msg, msg_type
 
     def _shutdown(self, sock: zmq.Socket[bytes], user: str, start: float) -> None:
         self.rep_count += 1
@@ -235,7 +277,9 @@ class StandInServer:
             return "wedged: this server's request loop reads no further request (STAND-IN test double)", "NORMAL"
         return (
             f"Unrecognized command: {req.cmd} (STAND-IN arkouda_server: a test double that answers only connect, "
-            "getconfig, getRegistrationConfig, disconnect, noop, ruok, getmemused, metrics, standinlocales, "
+            "getconfig, getRegistrationConfig, disconnect, noop, ruok, getmemused, metrics, the 1-D array commands "
+            "create, array, arraySegString, tondarray, [int], [int]=val, set, info, delete, save_checkpoint, "
+            "load_checkpoint, and standinlocales, "
             "standin_sleep, standin_wedge, shutdown)",
             "ERROR",
         )
@@ -268,7 +312,7 @@ class StandInServer:
 
     # --- the METRICS daemon -----------------------------------------------------------------------------
 
-    def _handle_metrics(self, sock: zmq.Socket[bytes], raw: bytes) -> None:
+    def _handle_metrics(self, sock: zmq.Socket[bytes], raw: bytes, _payload: bytes | None) -> None:
         req = parse_request(raw)
         port = self.options.metrics_port
         msg = ""  # MetricsServerDaemon's select has no otherwise: other commands get an empty NORMAL reply
@@ -321,7 +365,14 @@ def main(argv: list[str], env: dict[str, str], *, cwd: Path | None = None) -> in
 
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
-        server = StandInServer(options=options, locales=locales, token=token, hostname=hostname, context=context)
+        server = StandInServer(
+            options=options,
+            locales=locales,
+            token=token,
+            hostname=hostname,
+            context=context,
+            parts=partfiles.from_env(env),
+        )
     except zmq.ZMQError as exc:
         print(f"{PROG}: error: cannot bind a port ({exc}); --ServerPort and METRICS_SERVER_PORT", file=sys.stderr)
         context.term()
