@@ -11,6 +11,7 @@ one-node cluster, where two pods would share a node anyway.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -40,19 +41,29 @@ def local_cluster_kubeconfig() -> Path:
     return cluster / "kubeconfig" / "admin.kubeconfig"
 
 
-@pytest.fixture(scope="module")
-def ns(kube: Kube, make_namespace: Any) -> Iterator[str]:
+@contextlib.contextmanager
+def shared_namespace(kube: Kube, make_namespace: Any, *, prefix: str, release: str) -> Iterator[str]:
+    """A fresh namespace with the local cluster's shared volume for the claim the chart creates for `release`
+    (skips on another cluster or on one node); the volume and its directory go again afterwards."""
     kubeconfig = Path(os.environ.get("KUBECONFIG", ""))
     if not kubeconfig.is_file() or kubeconfig.resolve() != local_cluster_kubeconfig().resolve():
         pytest.skip(f"not the project's local cluster ({local_cluster_kubeconfig()}): no known ReadWriteMany class")
     if len(kube.core.list_node().items) < 2:
         pytest.skip("one node: two pods on one node do not show that the volume is shared across nodes")
-    name: str = make_namespace("sv-e2e")
+    name: str = make_namespace(prefix)
     run([str(SHARED_STORAGE), "up"])
-    run([str(SHARED_STORAGE), "claim", name, CLAIM, "1Gi"])
-    yield name
-    helm("uninstall", RELEASE, "-n", name, "--wait", "--timeout", "2m", check=False)
-    run([str(SHARED_STORAGE), "release", name], check=False)
+    run([str(SHARED_STORAGE), "claim", name, f"{release}-arkouda-shared", "1Gi"])
+    try:
+        yield name
+    finally:
+        helm("uninstall", release, "-n", name, "--wait", "--timeout", "2m", check=False)
+        run([str(SHARED_STORAGE), "release", name], check=False)
+
+
+@pytest.fixture(scope="module")
+def ns(kube: Kube, make_namespace: Any) -> Iterator[str]:
+    with shared_namespace(kube, make_namespace, prefix="sv-e2e", release=RELEASE) as name:
+        yield name
 
 
 def sh(ns: str, pod: str, container: str, script: str) -> str:
