@@ -35,10 +35,18 @@ SERVER = f"{RELEASE}-arkouda-server-0"
 LOCALE = f"{RELEASE}-arkouda-locale-0"
 
 
-def local_cluster_kubeconfig() -> Path:
+def local_cluster_dir() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "arkouda-k8s"
-    cluster = Path(os.environ.get("CLUSTER_DIR", cache / "cluster"))
-    return cluster / "kubeconfig" / "admin.kubeconfig"
+    return Path(os.environ.get("CLUSTER_DIR", cache / "cluster"))
+
+
+def local_cluster_kubeconfig() -> Path:
+    return local_cluster_dir() / "kubeconfig" / "admin.kubeconfig"
+
+
+def host_dir(namespace: str) -> Path:
+    """Where the volume of `namespace` lives on this host (hack/cluster/shared-storage.sh claim)."""
+    return local_cluster_dir() / "shared" / namespace
 
 
 @contextlib.contextmanager
