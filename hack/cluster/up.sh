@@ -126,6 +126,10 @@ phase multus
 # e2e cluster sets it): every pod's CNI ADD/DEL then goes through Multus, which a plain node does not need
 [[ "${CLUSTER_MULTUS:-0}" != 1 ]] || "$CLUSTER_HACK/multus.sh" up
 
+phase shared-storage
+# ReadWriteMany volumes that are one filesystem for every node (global.sharedVolume; shared-storage.sh says why)
+"$CLUSTER_HACK/shared-storage.sh" up
+
 phase smoke
 "$CLUSTER_HACK/smoke.sh"
 phase_end

@@ -44,6 +44,12 @@ def test_reasons_and_types() -> None:
         ("WakeTimeout", "Warning"),
         ("ServerUnresponsive", "Warning"),
         ("ServerAnswering", "Normal"),
+        ("Checkpointed", "Normal"),
+        ("Restored", "Normal"),
+        ("CheckpointIncomplete", "Warning"),
+        ("CheckpointFailed", "Warning"),
+        ("RestoreFailed", "Warning"),
+        ("CheckpointSizeMismatch", "Warning"),
         ("SecondaryNetworkMissing", "Warning"),
         ("LeftoversEnded", "Normal"),
     ]

@@ -195,6 +195,11 @@ DEFAULT_GATE_MAX_HELD_PER_SESSION = 1
 # for this long (a relaunch of an Arkouda server with its locales takes longer than that anyway).
 DEFAULT_GATE_HEALTH_INTERVAL = 10.0
 DEFAULT_GATE_HEALTH_TIMEOUT = 30.0
+# seconds the gate's save before a sleep (or load after a wake) may take: Arkouda writes every array
+DEFAULT_CHECKPOINT_TIMEOUT = 1800.0
+# what the gate does when its checkpoint would not bring everything back (gate/checkpoint.py OnUnsaved)
+DEFAULT_CHECKPOINT_ON_UNSAVED = "stayAwake"
+CHECKPOINT_ON_UNSAVED_CHOICES = ("stayAwake", "sleep")
 
 
 @dataclass(frozen=True)
@@ -227,6 +232,11 @@ class GateSettings:
     # seconds; health_interval 0: no health check
     health_interval: float = DEFAULT_GATE_HEALTH_INTERVAL
     health_timeout: float = DEFAULT_GATE_HEALTH_TIMEOUT
+    # with sleep_when_idle: save a checkpoint under this directory of the shared volume (the same path in the
+    # server and the gate) before the sleep and load it after the wake; "": no checkpoint
+    checkpoint_path: str = ""
+    checkpoint_on_unsaved: str = DEFAULT_CHECKPOINT_ON_UNSAVED
+    checkpoint_timeout: float = DEFAULT_CHECKPOINT_TIMEOUT
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -247,6 +257,20 @@ def parse_int(value: str, *, flag: str, env: str | None, minimum: int | None = N
     if maximum is not None and number > maximum:
         raise UsageError(f"{source(flag, env)}: {number} is greater than {maximum}")
     return number
+
+
+def parse_choice(value: str, *, flag: str, env: str | None, choices: tuple[str, ...]) -> str:
+    choice = value.strip()
+    if choice not in choices:
+        raise UsageError(f"{source(flag, env)}: {value!r} is not one of {', '.join(choices)}")
+    return choice
+
+
+def parse_absolute_path(value: str, *, flag: str, env: str | None) -> str:
+    path = value.strip()
+    if not path.startswith("/"):
+        raise UsageError(f"{source(flag, env)}: {value!r} is not an absolute path")
+    return path
 
 
 def parse_float(value: str, *, flag: str, env: str | None, minimum: float = 0.0) -> float:

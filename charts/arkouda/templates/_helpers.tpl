@@ -78,3 +78,24 @@ volumes:
     emptyDir:
       sizeLimit: 64Mi
 {{- end -}}
+
+{{- /*
+arkouda.checkpointSizeChange: at a helm upgrade that changes global.numLocales while the gate saves checkpoints
+(global.idle.checkpoint), the numLocales the running gate saves at (read from its Deployment with lookup), else
+"". A checkpoint made at that size cannot load at the new one: NOTES.txt says so before the next wake does.
+*/}}
+{{- define "arkouda.checkpointSizeChange" -}}
+{{- if and .Release.IsUpgrade .Values.global.idle.checkpoint.enabled -}}
+{{- $old := lookup "apps/v1" "Deployment" .Release.Namespace (include "arkouda-common.gateName" .) -}}
+{{- $env := dict -}}
+{{- range (((($old.spec).template).spec).containers | default list) -}}
+{{- range (.env | default list) -}}
+{{- $_ := set $env .name (.value | default "") -}}
+{{- end -}}
+{{- end -}}
+{{- $was := get $env "ARKOUDA_NUM_LOCALES" -}}
+{{- if and (get $env "ARKOUDA_GATE_CHECKPOINT_PATH") $was (ne $was (toString (.Values.global.numLocales | int))) -}}
+{{- $was -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -178,6 +179,33 @@ GATE = [
         config.DEFAULT_GATE_HEALTH_TIMEOUT,
         doc="unanswered seconds before the server pod is deleted",
     ),
+    # saving before the sleep, loading after the wake (gate/checkpoint.py)
+    Opt(
+        "checkpoint_path",
+        "--checkpoint-path",
+        "ARKOUDA_GATE_CHECKPOINT_PATH",
+        "with --sleep-when-idle: save a checkpoint (save_checkpoint) into this directory of the shared volume before "
+        "the sleep and load it after the wake; the same path in the server and the gate (default: no checkpoint)",
+        unset="(unset: no checkpoint)",
+        doc="directory on the shared volume for the save before a sleep and the load after a wake",
+    ),
+    Opt(
+        "checkpoint_on_unsaved",
+        "--checkpoint-on-unsaved",
+        "ARKOUDA_GATE_CHECKPOINT_ON_UNSAVED",
+        "when the checkpoint would not bring everything back (an object Arkouda does not save, a failed save): "
+        "stayAwake (nothing is lost; a Warning says why) or sleep (the next client is told what was lost)",
+        config.DEFAULT_CHECKPOINT_ON_UNSAVED,
+        doc="`stayAwake` or `sleep` when the checkpoint is incomplete or failed",
+    ),
+    Opt(
+        "checkpoint_timeout",
+        "--checkpoint-timeout",
+        "ARKOUDA_GATE_CHECKPOINT_TIMEOUT",
+        "seconds the save (or the load) may take before the gate gives up on it",
+        config.DEFAULT_CHECKPOINT_TIMEOUT,
+        doc="seconds a save or load may take",
+    ),
 ]
 
 
@@ -206,6 +234,12 @@ def gate_settings(v: Values, *, namespace: str) -> GateSettings:
         # 0 turns the health check off; any other value is a positive number of seconds
         health_interval=0.0 if v.required("health_interval") == "0" else v.number("health_interval"),
         health_timeout=v.number("health_timeout"),
+        checkpoint_path=v.optional("checkpoint_path", config.parse_absolute_path) or "",
+        checkpoint_on_unsaved=v.parsed(
+            "checkpoint_on_unsaved",
+            functools.partial(config.parse_choice, choices=config.CHECKPOINT_ON_UNSAVED_CHOICES),
+        ),
+        checkpoint_timeout=v.number("checkpoint_timeout"),
     )
 
 
@@ -222,7 +256,9 @@ COMMAND = Subcommand(
     epilog="Runs until SIGTERM. Ends each client's ZeroMQ session, checks every request (envelope, size, token, "
     "shutdown) and answers a failing one itself; forwards the others to the server pod, holding them while it is "
     "not Ready. Events on its own pod: IdleDraining, Asleep, Waking, Awake, WakeTimeout, ServerUnresponsive, "
-    "ServerAnswering. A new value of the annotation arkouda-k8s.io/wake on its pod wakes the release.",
+    "ServerAnswering; with --checkpoint-path also Checkpointed, Restored, CheckpointIncomplete, CheckpointFailed, "
+    "RestoreFailed, CheckpointSizeMismatch. A new value of the annotation arkouda-k8s.io/wake on its pod wakes the "
+    "release.",
     tables={"gate": GATE},
     run=run,
 )

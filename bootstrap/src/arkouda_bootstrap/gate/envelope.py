@@ -156,10 +156,30 @@ def error_reply(message: str, *, user: str, cmd: str) -> bytes:
     return json.dumps(reply).encode()
 
 
-def request_bytes(cmd: str, *, user: str, token: bytes | None) -> bytes:
-    """A STRING request without arguments, as the client builds it (the gate's own health check)."""
-    body = {"user": user, "token": (token or b"").decode(), "cmd": cmd, "format": "STRING", "args": "", "size": -1}
+def request_bytes(cmd: str, *, user: str, token: bytes | None, params: dict[str, str] | None = None) -> bytes:
+    """A STRING request as the client builds it (the gate's own health check, save and load): `args` is a JSON
+    list of JSON-encoded {"key", "dtype", "val"} parameters, `size` their count (-1 and "" without any)."""
+    items = [json.dumps({"key": k, "dtype": "str", "val": v}) for k, v in (params or {}).items()]
+    body = {
+        "user": user,
+        "token": (token or b"").decode(),
+        "cmd": cmd,
+        "format": "STRING",
+        "args": json.dumps(items) if items else "",
+        "size": len(items) if items else -1,
+    }
     return json.dumps(body).encode()
+
+
+def parse_reply(raw: bytes) -> tuple[bool, str]:
+    """(ok, msg) of a server reply: ok unless msgType is ERROR or the reply is not Arkouda's JSON."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return False, f"an unreadable reply: {raw[:200]!r}"
+    if not isinstance(body, dict):
+        return False, f"an unreadable reply: {raw[:200]!r}"
+    return body.get("msgType") != "ERROR", str(body.get("msg", ""))
 
 
 class TokenFile:

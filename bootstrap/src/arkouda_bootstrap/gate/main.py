@@ -37,6 +37,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.gate.checkpoint import CheckpointPolicy, DirectoryStore, OnUnsaved
 from arkouda_bootstrap.gate.envelope import (
     Limits,
     Refusal,
@@ -44,13 +45,14 @@ from arkouda_bootstrap.gate.envelope import (
     TokenFile,
     check_request,
     error_reply,
+    parse_reply,
     request_bytes,
 )
 from arkouda_bootstrap.gate.health import PROBE_COMMAND, HealthCheck, HealthPolicy
 from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.metrics import GateStats, serve_metrics
 from arkouda_bootstrap.gate.pump import Pump
-from arkouda_bootstrap.gate.sleepwake import Backend, Controller, StatefulSetMissingError
+from arkouda_bootstrap.gate.sleepwake import Backend, Controller, Reply, StatefulSetMissingError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.ownership import OwnedBy
@@ -97,6 +99,8 @@ class _Link:
     backend: Backend
     pending: dict[bytes, GateRequest] = field(default_factory=dict)
     probe: bytes | None = None
+    # the gate's own requests (save, load) and what to call with their reply
+    own: dict[bytes, Callable[[Reply], None]] = field(default_factory=dict)
     pump: Pump = field(init=False)
     monitor: Pump = field(init=False)
 
@@ -135,6 +139,7 @@ class Gate:
         self._front: Pump | None = None
         self._link: _Link | None = None
         self._tags = itertools.count(1)
+        controller.commands = self
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._fatal: BaseException | None = None
@@ -282,9 +287,22 @@ class Gate:
         link.close()
         self._fail_pending(link, why)
 
+    def send_command(
+        self, backend: Backend, cmd: str, params: dict[str, str], on_reply: Callable[[Reply], None]
+    ) -> None:
+        """One of the gate's own requests (its user name, the release's token); `on_reply` gets the answer, or a
+        failure when the connection ends first."""
+        link = self._link_to(backend)
+        tag = next(self._tags).to_bytes(8, "big")
+        link.own[tag] = on_reply
+        link.pump.send([tag, b"", request_bytes(cmd, user=PROBE_USER, token=self._current_token(), params=params)])
+
     def _fail_pending(self, link: _Link, why: str) -> None:
         pending, link.pending = link.pending, {}
         link.probe = None
+        own, link.own = link.own, {}
+        for on_reply in own.values():
+            on_reply(Reply(ok=False, message=f"the connection to the server ended ({why})"))
         for request in pending.values():
             self.answer_error(
                 request,
@@ -295,6 +313,12 @@ class Gate:
 
     def _reply(self, link: _Link, frames: list[zmq.Frame]) -> None:
         tag = frames[0].bytes
+        on_reply = link.own.pop(tag, None)
+        if on_reply is not None:
+            ok, message = parse_reply(frames[-1].bytes)
+            on_reply(Reply(ok=ok, message=message))
+            self._answered()
+            return
         if tag == link.probe:
             link.probe = None
             self._answered()
@@ -336,7 +360,7 @@ class Gate:
                 self._link_to(backend)  # a new server: connect and check it before any client needs it
                 return 0.0
             return float("inf")
-        in_flight = len(link.pending)
+        in_flight = len(link.pending) + len(link.own)
         waited = self.health.overdue()
         if waited is not None:
             self._unresponsive(link, waited)
@@ -347,7 +371,7 @@ class Gate:
             probe = request_bytes(PROBE_COMMAND, user=PROBE_USER, token=self._current_token())
             link.pump.send([tag, b"", probe])
             self.health.sent()
-        return self.health.next_due(in_flight=len(link.pending))
+        return self.health.next_due(in_flight=len(link.pending) + len(link.own))
 
     def _unresponsive(self, link: _Link, waited: float) -> None:
         pod = link.backend.pod
@@ -435,7 +459,24 @@ def build_gate(
     """The gate and its parts from the settings (the CLI, the tests and the bench build it the same way).
     `api`: where the unresponsive server pod is deleted (None: nowhere)."""
     traffic = Traffic(clock=clock)
-    controller = Controller(settings=settings, scale=scale, events=events, traffic=traffic, clock=clock)
+    checkpoint = None
+    if settings.checkpoint_path:
+        checkpoint = CheckpointPolicy(
+            path=settings.checkpoint_path,
+            release=settings.server_statefulset.removesuffix("-server"),
+            num_locales=settings.num_locales,
+            on_unsaved=OnUnsaved(settings.checkpoint_on_unsaved),
+            timeout=settings.checkpoint_timeout,
+        )
+    controller = Controller(
+        settings=settings,
+        scale=scale,
+        events=events,
+        traffic=traffic,
+        clock=clock,
+        checkpoint=checkpoint,
+        store=DirectoryStore(checkpoint) if checkpoint is not None else None,
+    )
     health = HealthCheck(
         policy=HealthPolicy(interval=settings.health_interval, timeout=settings.health_timeout), clock=clock
     )

@@ -4,7 +4,10 @@ timeout and the wake (scaled back up) for a held request or a wake request, with
 
 Phases: AWAKE (scaled up; requests are forwarded once the server pod is Ready), WAKING (scaled up after a
 sleep, with a deadline), DRAINING (scaled to 0, pods still terminating), ASLEEP (no server or locale pod left).
-Without idle sleep the release stays AWAKE and the controller never scales anything.
+Without idle sleep the release stays AWAKE and the controller never scales anything. With a checkpoint policy
+(global.idle.checkpoint, checkpoint.py) two more: SAVING (idle: the gate's own save_checkpoint is at the server;
+scaled to 0 only once it answered) and LOADING (woken: its load_checkpoint is at the server; no client request is
+forwarded before it answered). Client requests that come meanwhile are held, as during a wake.
 `step()` makes the transitions and says when it wants to run again; it calls the Kubernetes API directly: the
 gate runs it on its event loop, and these calls only happen when no client is being served (idle or asleep).
 The state of the pods comes in through `on_pods` (the gate's list-then-watch of the release's pods).
@@ -20,6 +23,17 @@ from typing import Protocol
 
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
+from arkouda_bootstrap.gate.checkpoint import (
+    LOAD_COMMAND,
+    SAVE_COMMAND,
+    CheckpointPolicy,
+    OnUnsaved,
+    Record,
+    Store,
+    human_bytes,
+    names,
+    size_mismatch,
+)
 from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
 from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodEvent, PodInfo, PodList, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
@@ -43,6 +57,8 @@ class Phase(StrEnum):
     WAKING = "waking"
     DRAINING = "draining"
     ASLEEP = "asleep"
+    SAVING = "saving"
+    LOADING = "loading"
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,22 @@ class Backend:
     uid: str
     host: str
     port: int
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The server's answer to one of the gate's own requests: ok unless msgType ERROR (or no answer)."""
+
+    ok: bool
+    message: str
+
+
+class ServerCommands(Protocol):
+    """Sends the gate's own requests (with the release's token) to the server: the gate's link to it."""
+
+    def send_command(
+        self, backend: Backend, cmd: str, params: dict[str, str], on_reply: Callable[[Reply], None]
+    ) -> None: ...
 
 
 class HeldRequest(Protocol):
@@ -133,6 +165,8 @@ class Controller:
         events: EventRecorder,
         traffic: Traffic,
         clock: Callable[[], float],
+        checkpoint: CheckpointPolicy | None = None,
+        store: Store | None = None,
     ) -> None:
         self._s = settings
         self._scale = scale
@@ -157,6 +191,20 @@ class Controller:
         self._backoff_until = 0.0
         self._failures = 0
         self._api_retry = ApiRetry("scaling the release", clock=clock)
+        # saving before the sleep, loading after the wake (checkpoint.py); `commands` is the gate's link
+        self._checkpoint = checkpoint if settings.sleep_when_idle else None
+        if self._checkpoint is not None and store is None:
+            raise ValueError("a checkpoint policy needs a store")
+        self._store = store
+        self.commands: ServerCommands | None = None
+        self._op = 0  # counts the gate's saves and loads: a late reply to one given up is ignored
+        self._op_started = 0.0
+        self._op_deadline = 0.0
+        self._idle_why = ""
+        # the last_activity at which a save did not allow the sleep: no new save until the next request
+        self._declined_at: float | None = None
+        # what the next client is told (a load that failed, a checkpoint of another size)
+        self.notice: str | None = None
         # transitions since start (the gate's /metrics)
         self.sleeps = 0
         self.wakes = 0
@@ -221,7 +269,11 @@ class Controller:
         backend = self.backend()
         if backend is not None:
             self._release(backend)
-            request.forward(backend)
+            if self.notice is not None:
+                notice, self.notice = self.notice, None
+                request.fail(notice)
+            else:
+                request.forward(backend)
             return
         if now - request.received_at >= self._s.wake_timeout:
             request.fail(self._failure_message(self.view.not_ready_reason()))
@@ -249,15 +301,24 @@ class Controller:
         return self._backend
 
     def _find_backend(self) -> Backend | None:
+        return self._server_backend() if self.phase is Phase.AWAKE else None
+
+    def _server_backend(self) -> Backend | None:
+        """The Ready server pod whatever the phase (the gate's own save and load go there)."""
         server = self.view.server()
         if server is not None and self.unresponsive_uid is not None and server.uid == self.unresponsive_uid:
             return None
-        if self.phase is Phase.AWAKE and server is not None and server.ready and server.pod_ip:
+        if server is not None and server.ready and server.pod_ip:
             return Backend(pod=server.name, uid=server.uid, host=server.pod_ip, port=self._s.server_port)
         return None
 
     def _release(self, backend: Backend) -> None:
         held, self.held = self.held, []
+        if held and self.notice is not None:
+            notice, self.notice = self.notice, None
+            for request in held:
+                request.fail(notice)
+            return
         for request in held:
             request.forward(backend)
 
@@ -283,6 +344,10 @@ class Controller:
         return wait
 
     def _step(self, now: float) -> float:
+        if self.phase in (Phase.SAVING, Phase.LOADING):
+            if now < self._op_deadline:
+                return self._expire_held(now, self._op_deadline - now)
+            self._op_timed_out(now)
         if self.phase is Phase.WAKING:
             server = self.view.server()
             if server is not None and server.ready:
@@ -291,6 +356,8 @@ class Controller:
                 self._events.emit(
                     Reason.AWAKE, f"server pod {server.name} Ready {now - self._wake_started:.1f} s after the wake"
                 )
+                if self._checkpoint is not None and self._begin_load(now, self._checkpoint):
+                    return self._op_deadline - now
             elif now >= self._wake_deadline:
                 self._wake_failed(now)
             else:
@@ -324,14 +391,189 @@ class Controller:
             return MAX_STEP_SECONDS
         if verdict.remaining > 0:
             return verdict.remaining
+        if self._checkpoint is not None:
+            if self._declined_at == self._traffic.snapshot().last_activity:
+                return MAX_STEP_SECONDS  # a save did not allow the sleep: awake until the next request
+            self._idle_why = verdict.why
+            self._begin_save(now, backend, self._checkpoint)
+            return self._op_deadline - now
+        self._sleep(f"idle: {verdict.why}")
+        return 0.0
+
+    def _sleep(self, why: str) -> None:
         self._scale_all(0)
         self.phase = Phase.DRAINING
         self.sleeps += 1
         self._events.emit(
             Reason.IDLE_DRAINING,
-            f"idle: {verdict.why}; scaled {self._s.server_statefulset} and {self._s.locale_statefulset} to 0",
+            f"{why}; scaled {self._s.server_statefulset} and {self._s.locale_statefulset} to 0",
         )
-        return 0.0
+
+    # -- saving before the sleep, loading after the wake -----------------------------------------------------
+
+    def _parts(self) -> tuple[CheckpointPolicy, Store]:
+        """The policy and its store (SAVING and LOADING are only entered with both)."""
+        if self._checkpoint is None or self._store is None:
+            raise RuntimeError("the gate has no checkpoint policy")
+        return self._checkpoint, self._store
+
+    def _begin_op(self, now: float, phase: Phase, policy: CheckpointPolicy) -> int:
+        self.phase = phase
+        self._op += 1
+        self._op_started = now
+        self._op_deadline = now + policy.timeout
+        return self._op
+
+    def _send(self, backend: Backend, cmd: str, params: dict[str, str], on_reply: Callable[[Reply], None]) -> None:
+        if self.commands is None:
+            raise RuntimeError("the controller has no link to the server (Gate attaches itself)")
+        log.info("sending %s %s to the server pod %s", cmd, params, backend.pod)
+        self.commands.send_command(backend, cmd, params, on_reply)
+
+    def _begin_save(self, now: float, backend: Backend, policy: CheckpointPolicy) -> None:
+        op = self._begin_op(now, Phase.SAVING, policy)
+        params = {"name": policy.name, "path": policy.path, "mode": "overwrite"}
+        self._send(backend, SAVE_COMMAND, params, lambda reply: self._saved(op, reply))
+
+    def _saved(self, op: int, reply: Reply) -> None:
+        if op != self._op or self.phase is not Phase.SAVING:
+            log.info("ignoring a late reply to %s (given up): %s", SAVE_COMMAND, reply.message)
+            return
+        policy, store = self._parts()
+        took = self._clock() - self._op_started
+        self.phase = Phase.AWAKE
+        if not reply.ok:
+            self._save_failed(policy, store, f"Arkouda answered: {reply.message}", took)
+            return
+        where = policy.where(policy.name)
+        found = store.inspect(policy.name)
+        if found is None:
+            self._save_failed(policy, store, f"the gate cannot read {where} after the save", took)
+            return
+        if self._client_came():
+            return
+        saved = len(found.entries) - len(found.unsaved)
+        summary = f"{saved} array(s), {human_bytes(found.size_bytes)} in {took:.1f} s to {where}"
+        if found.unsaved:
+            what = (
+                f"Arkouda does not save {names(found.unsaved)} (it saves 1-D numeric arrays only; a load stops at "
+                "the first entry it did not save)"
+            )
+            if policy.on_unsaved is OnUnsaved.STAY_AWAKE:
+                self._declined(
+                    Reason.CHECKPOINT_INCOMPLETE,
+                    f"not sleeping: {what}. Saved {summary}; the release stays awake until the next request, then "
+                    "tries again after the idle timeout. Delete those objects, or set "
+                    "global.idle.checkpoint.onUnsaved=sleep to sleep without them",
+                )
+                return
+            self._events.emit(Reason.CHECKPOINT_INCOMPLETE, f"sleeping without them: {what}")
+        store.write_record(
+            Record(
+                name=policy.name,
+                num_locales=policy.num_locales,
+                saved=True,
+                unsaved=found.unsaved,
+                size_bytes=found.size_bytes,
+            )
+        )
+        self._events.emit(Reason.CHECKPOINTED, f"saved {summary}")
+        self._sleep(f"idle: {self._idle_why}; checkpoint saved")
+
+    def _save_failed(self, policy: CheckpointPolicy, store: Store, detail: str, took: float) -> None:
+        where = policy.where(policy.name)
+        if policy.on_unsaved is OnUnsaved.STAY_AWAKE:
+            self._declined(
+                Reason.CHECKPOINT_FAILED,
+                f"saving the checkpoint {where} failed after {took:.1f} s ({detail}); not sleeping, so nothing is "
+                "lost: the release stays awake until the next request, then tries again after the idle timeout",
+            )
+            return
+        if self._client_came():
+            return
+        store.write_record(Record(name=policy.name, num_locales=policy.num_locales, saved=False, detail=detail))
+        self._events.emit(
+            Reason.CHECKPOINT_FAILED,
+            f"saving the checkpoint {where} failed after {took:.1f} s ({detail}); sleeping anyway "
+            "(global.idle.checkpoint.onUnsaved=sleep): everything in the server's memory is lost, and the next "
+            "client is told so",
+        )
+        self._sleep(f"idle: {self._idle_why}; checkpoint failed")
+
+    def _declined(self, reason: Reason, message: str) -> None:
+        self._declined_at = self._traffic.snapshot().last_activity
+        self._events.emit(reason, message)
+
+    def _client_came(self) -> bool:
+        """A client request came during the save: the release stays awake (the checkpoint is written, unused)."""
+        if self.held or self._traffic.in_flight:
+            log.info("a client request came during the save: not sleeping")
+            return True
+        return False
+
+    def _begin_load(self, now: float, policy: CheckpointPolicy) -> bool:
+        """Load what the last sleep saved, before any held request is forwarded; False when there is nothing
+        to load (then the next client may be told why)."""
+        store = self._parts()[1]
+        record = store.read_record()
+        if record is None:
+            log.info("no checkpoint record: nothing to load")
+            return False
+        if record.num_locales != policy.num_locales:
+            self.notice = size_mismatch(policy, record)
+            self._events.emit(Reason.CHECKPOINT_SIZE_MISMATCH, self.notice)
+            return False
+        if not record.saved:
+            self.notice = (
+                f"the release woke without its data: the save before the sleep failed ({record.detail}); everything "
+                "the server held before the sleep is lost"
+            )
+            self._events.emit(Reason.RESTORE_FAILED, self.notice)
+            return False
+        backend = self._server_backend()
+        if backend is None:
+            return False
+        op = self._begin_op(now, Phase.LOADING, policy)
+        params = {"name": record.name, "path": policy.path}
+        self._send(backend, LOAD_COMMAND, params, lambda reply: self._loaded(op, record, reply))
+        return True
+
+    def _loaded(self, op: int, record: Record, reply: Reply) -> None:
+        if op != self._op or self.phase is not Phase.LOADING:
+            log.info("ignoring a late reply to %s (given up): %s", LOAD_COMMAND, reply.message)
+            return
+        policy = self._parts()[0]
+        took = self._clock() - self._op_started
+        self.phase = Phase.AWAKE
+        where = policy.where(record.name)
+        not_saved = f"; Arkouda did not save {names(record.unsaved)} before the sleep" if record.unsaved else ""
+        if reply.ok:
+            self._events.emit(
+                Reason.RESTORED, f"loaded the checkpoint {where} ({human_bytes(record.size_bytes)}) in {took:.1f} s"
+            )
+            if record.unsaved:
+                self.notice = f"the release woke with its arrays restored from {where}{not_saved}: those are lost"
+            return
+        self.notice = (
+            f"the release woke without all of its data: loading the checkpoint {where} failed after {took:.1f} s "
+            f"({reply.message}){not_saved}; what was not loaded is lost (the checkpoint is kept)"
+        )
+        self._events.emit(Reason.RESTORE_FAILED, self.notice)
+
+    def _op_timed_out(self, now: float) -> None:
+        cmd = SAVE_COMMAND if self.phase is Phase.SAVING else LOAD_COMMAND
+        policy, store = self._parts()
+        reply = Reply(ok=False, message=f"no reply to {cmd} within {policy.timeout:g} s")
+        op = self._op
+        if self.phase is Phase.SAVING:
+            self._saved(op, reply)
+        else:
+            record = store.read_record()
+            if record is not None:
+                self._loaded(op, record, reply)
+            else:
+                self.phase = Phase.AWAKE
+        self._op += 1  # the reply that may still come is for an operation given up
 
     def _wake(self, now: float, why: str) -> None:
         self._scale_all(1)

@@ -53,6 +53,14 @@ class Reason(StrEnum):
     # and answers again
     SERVER_UNRESPONSIVE = "ServerUnresponsive"
     SERVER_ANSWERING = "ServerAnswering"
+    # the idle gate's checkpoint (global.idle.checkpoint): saved before the sleep (size, time), loaded after the
+    # wake; a save that failed or would not bring everything back, a load that failed, one made at another size
+    CHECKPOINTED = "Checkpointed"
+    RESTORED = "Restored"
+    CHECKPOINT_INCOMPLETE = "CheckpointIncomplete"
+    CHECKPOINT_FAILED = "CheckpointFailed"
+    RESTORE_FAILED = "RestoreFailed"
+    CHECKPOINT_SIZE_MISMATCH = "CheckpointSizeMismatch"
     # a pod has no address on --network-attachment (its network-status annotation is missing or lacks it)
     SECONDARY_NETWORK_MISSING = "SecondaryNetworkMissing"
     # the pre-launch probe ended processes a previous launch left on a host (its server pod was lost with its node)
@@ -74,6 +82,10 @@ WARNINGS = frozenset(
         Reason.WAKE_TIMEOUT,
         Reason.SERVER_UNRESPONSIVE,
         Reason.SECONDARY_NETWORK_MISSING,
+        Reason.CHECKPOINT_INCOMPLETE,
+        Reason.CHECKPOINT_FAILED,
+        Reason.RESTORE_FAILED,
+        Reason.CHECKPOINT_SIZE_MISMATCH,
     }
 )
 

@@ -125,6 +125,24 @@ limit of those kinds: no StatefulSet pod name derives from it.
 {{- end -}}
 
 {{- /*
+arkouda-common.sharedClaimName: the PVC mounted as global.sharedVolume: global.sharedVolume.claimName (an existing
+claim), or the one the umbrella chart creates from global.sharedVolume.storageClassName (not cut below 253, a
+PVC's limit). Fails with one line when neither or both are set (the schema cannot say which key to fix).
+*/}}
+{{- define "arkouda-common.sharedClaimName" -}}
+{{- $v := .Values.global.sharedVolume -}}
+{{- if and $v.claimName $v.storageClassName -}}
+{{- fail "global.sharedVolume: set claimName (an existing ReadWriteMany PVC) or storageClassName (the chart creates one), not both" -}}
+{{- else if $v.claimName -}}
+{{- $v.claimName -}}
+{{- else if $v.storageClassName -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "shared" "maxLength" 253) -}}
+{{- else -}}
+{{- fail "global.sharedVolume.enabled needs global.sharedVolume.claimName (an existing ReadWriteMany PVC) or global.sharedVolume.storageClassName (the chart creates one)" -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
 arkouda-common.sshSecretName: the SSH key Secret, global.sshSecretName or the one the keygen hook makes (not cut
 below 253, a Secret's limit).
 */}}

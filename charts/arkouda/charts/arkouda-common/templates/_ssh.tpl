@@ -84,11 +84,12 @@ like a secret volume, which is how a rotated Secret reaches running pods (never 
 {{- end -}}
 
 {{- /*
-arkouda-common.sharedVolume: the `shared` volume (global.sharedVolume's PVC), for global.sharedVolume.enabled.
+arkouda-common.sharedVolume: the `shared` volume (global.sharedVolume's PVC, arkouda-common.sharedClaimName), for
+global.sharedVolume.enabled.
 */}}
 {{- define "arkouda-common.sharedVolume" -}}
 - name: shared
   persistentVolumeClaim:
-    claimName: {{ required "global.sharedVolume.claimName must name an existing ReadWriteMany PVC when global.sharedVolume.enabled" .Values.global.sharedVolume.claimName }}
+    claimName: {{ include "arkouda-common.sharedClaimName" . }}
     readOnly: {{ .Values.global.sharedVolume.readOnly }}
 {{- end -}}

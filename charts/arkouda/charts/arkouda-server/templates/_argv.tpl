@@ -20,7 +20,30 @@ the flags from values, memMax derived or checked, the metrics daemon when enable
 {{- if include "arkouda-server.metricsEnabled" . -}}
 {{- $args = concat $args (list "--ServerDaemon.daemonTypes=ServerDaemonType.DEFAULT,ServerDaemonType.METRICS" "--trace=true") -}}
 {{- end -}}
+{{- with include "arkouda-server.autoCheckpointArgs" . }}{{ $args = concat $args (fromYamlArray .) }}{{ end -}}
 {{- $args = concat $args .Values.extraArgs -}}
+{{- toYaml $args -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+arkouda-server.autoCheckpointArgs: Arkouda's automatic checkpoint flags (server.checkpoint) as a YAML list, only
+when a trigger is on (idleSeconds or memPct): an Arkouda older than v2025.07.03 would refuse them, and a
+relative --checkpointPath would land in each pod's own work directory. The path is global.sharedVolume's.
+*/}}
+{{- define "arkouda-server.autoCheckpointArgs" -}}
+{{- $c := .Values.checkpoint -}}
+{{- if or (gt ($c.idleSeconds | int) 0) (gt ($c.memPct | int) 0) -}}
+{{- $v := .Values.global.sharedVolume -}}
+{{- if or (not $v.enabled) $v.readOnly -}}
+{{- fail "server.checkpoint.idleSeconds or memPct needs a writable global.sharedVolume: every locale writes its own part of the checkpoint, so it must be one filesystem mounted in every pod" -}}
+{{- end -}}
+{{- $args := list (printf "--checkpointPath=%s" $v.mountPath) (printf "--checkpointName=%s" $c.name) (printf "--checkpointMode=%s" $c.mode) (printf "--checkpointInterval=%d" ($c.intervalSeconds | int)) -}}
+{{- if gt ($c.idleSeconds | int) 0 }}{{ $args = append $args (printf "--checkpointIdleTime=%d" ($c.idleSeconds | int)) }}{{ end -}}
+{{- if gt ($c.memPct | int) 0 -}}
+{{- $args = append $args (printf "--checkpointMemPct=%d" ($c.memPct | int)) -}}
+{{- if gt ($c.memPctDelaySeconds | int) 0 }}{{ $args = append $args (printf "--checkpointMemPctDelay=%d" ($c.memPctDelaySeconds | int)) }}{{ end -}}
+{{- end -}}
 {{- toYaml $args -}}
 {{- end -}}
 {{- end -}}

@@ -56,3 +56,22 @@ arkouda-server.idle: "true" when the gate owns the replica counts and scales the
 true
 {{- end -}}
 {{- end -}}
+
+{{- /*
+arkouda-server.checkpoint: "true" when the gate saves before the sleep and loads after the wake
+(global.idle.checkpoint.enabled); refused, naming what to set, without idle sleep or a writable shared volume.
+*/}}
+{{- define "arkouda-server.checkpoint" -}}
+{{- if .Values.global.idle.checkpoint.enabled -}}
+{{- if not .Values.global.idle.enabled -}}
+{{- fail "global.idle.checkpoint.enabled needs global.idle.enabled: the gate saves before the release sleeps" -}}
+{{- end -}}
+{{- if not .Values.global.sharedVolume.enabled -}}
+{{- fail "global.idle.checkpoint.enabled needs global.sharedVolume: every locale writes its own part of the checkpoint, so it must be one filesystem mounted in every pod" -}}
+{{- end -}}
+{{- if .Values.global.sharedVolume.readOnly -}}
+{{- fail "global.idle.checkpoint.enabled needs a writable global.sharedVolume (readOnly is true)" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
