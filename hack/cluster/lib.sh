@@ -358,7 +358,9 @@ _host_network_up() {
     ip link add "$BRIDGE" type bridge
     touch "$RUN/bridge.created"
   fi
-  ip addr show dev "$BRIDGE" | grep -q "inet ${NODE_IP}/" || ip addr add "${NODE_IP}/${POD_CIDR#*/}" dev "$BRIDGE"
+  # replace, not "show | grep || add": an address dump that pod churn interrupts fails (pipefail), and the add
+  # that followed then failed with "Address already assigned"; replace is idempotent without a dump
+  ip addr replace "${NODE_IP}/${POD_CIDR#*/}" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   # The host's values are restored by cluster-down. br_netfilter makes bridged traffic visit iptables (kube-proxy).
   [[ -f "$RUN/sysctl.saved" ]] || {
@@ -392,13 +394,11 @@ _netns_network_up() {
   fi
   ip link set "$veth" master "$UNDERLAY_BRIDGE" up
   ip -n "$START_NETNS" link set lo up
-  ip -n "$START_NETNS" addr show dev eth0 | grep -q "inet ${THIS_IP}/" ||
-    ip -n "$START_NETNS" addr add "${THIS_IP}/${UNDERLAY_CIDR#*/}" dev eth0
+  ip -n "$START_NETNS" addr replace "${THIS_IP}/${UNDERLAY_CIDR#*/}" dev eth0  # idempotent (_host_network_up)
   ip -n "$START_NETNS" link set eth0 up
   ip -n "$START_NETNS" route replace default via "$UNDERLAY_HOST_IP" dev eth0
   ip -n "$START_NETNS" link show "$BRIDGE" >/dev/null 2>&1 || ip -n "$START_NETNS" link add "$BRIDGE" type bridge
-  ip -n "$START_NETNS" addr show dev "$BRIDGE" | grep -q "inet ${THIS_POD_GW}/" ||
-    ip -n "$START_NETNS" addr add "${THIS_POD_GW}/24" dev "$BRIDGE"
+  ip -n "$START_NETNS" addr replace "${THIS_POD_GW}/24" dev "$BRIDGE"
   ip -n "$START_NETNS" link set "$BRIDGE" up
   ip route replace "$THIS_POD_CIDR" via "$THIS_IP" dev "$UNDERLAY_BRIDGE"
   # this node <-> every other extra node directly over the underlay (not through the host)
@@ -414,8 +414,7 @@ _netns_network_up() {
 # shared by all extra nodes; node 0's own rules (FW_CHAIN) are not changed, these are put before them.
 _underlay_up() {
   ip link show "$UNDERLAY_BRIDGE" >/dev/null 2>&1 || ip link add "$UNDERLAY_BRIDGE" type bridge
-  ip addr show dev "$UNDERLAY_BRIDGE" | grep -q "inet ${UNDERLAY_HOST_IP}/" ||
-    ip addr add "${UNDERLAY_HOST_IP}/${UNDERLAY_CIDR#*/}" dev "$UNDERLAY_BRIDGE"
+  ip addr replace "${UNDERLAY_HOST_IP}/${UNDERLAY_CIDR#*/}" dev "$UNDERLAY_BRIDGE"
   ip link set "$UNDERLAY_BRIDGE" up
   # NODES_NO_HOST_FORWARD=1: leave the host's FORWARD chain alone (node 0's pods then cannot reach the extra
   # nodes' pods; node <-> node and the control plane still work). For adding nodes while others test on node 0.
