@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -16,6 +17,7 @@ from arkouda_bench.cluster import (
     check_placement,
     parse_himeno,
     placement_args,
+    release_ready,
     why_not_two_nodes,
 )
 from arkouda_bench.runtime import RUNTIME_PACKAGES, runtime_pins
@@ -135,3 +137,21 @@ def test_the_two_node_rows_say_why_they_cannot_run_on_one_node() -> None:
     )
     assert "NODES=3" in why_not_two_nodes(["arkouda-node"])
     assert why_not_two_nodes([]).startswith("0 schedulable node (none)")
+
+
+def _bench_pod(component: str, *, ready: bool) -> SimpleNamespace:
+    """A test double of a V1Pod: the fields release_ready reads."""
+    return SimpleNamespace(
+        metadata=SimpleNamespace(labels={"app.kubernetes.io/component": component}, deletion_timestamp=None),
+        status=SimpleNamespace(
+            pod_ip="10.0.0.1", conditions=[SimpleNamespace(type="Ready", status=str(ready))]
+        ),
+    )
+
+
+def test_release_ready_counts_the_server_and_locale_pods_not_the_gate_or_nodewatch() -> None:
+    launch = [_bench_pod("server", ready=True)] + [_bench_pod("locale", ready=True) for _ in range(3)]
+    others = [_bench_pod("gate", ready=True), _bench_pod("nodewatch", ready=True)]
+    assert release_ready(launch + others, locales=4)
+    assert not release_ready(launch[:3] + others, locales=4)  # a locale pod still missing
+    assert not release_ready([*launch[:3], _bench_pod("locale", ready=False), *others], locales=4)

@@ -26,7 +26,7 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,13 @@ def _ready(pod: Any) -> bool:
         and pod.status.pod_ip
         and any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
     )
+
+
+def release_ready(pods: Iterable[Any], *, locales: int) -> bool:
+    """The server pod and its locale pods all Ready; the release's other pods (the gate, nodewatch) do not
+    count toward the `locales` the server launches on."""
+    launch_pods = [p for p in pods if _component(p) in ("server", "locale")]
+    return len(launch_pods) == locales and all(_ready(p) for p in launch_pods)
 
 
 def _scheduled(pod: Any) -> bool:
@@ -323,11 +330,7 @@ def recover_once(cl: Cluster, ns: str, release: str) -> dict[str, float]:
 
     def check_ready(t: float) -> None:
         pods = latest["pods"]
-        if (
-            "program relaunched" in marks.first
-            and len(pods) == INSTALL_LOCALES
-            and all(_ready(p) for p in pods.values())
-        ):
+        if "program relaunched" in marks.first and release_ready(pods.values(), locales=INSTALL_LOCALES):
             marks.mark("release Ready", t)
 
     def on_events(events: dict[str, Any], t: float) -> None:
