@@ -46,6 +46,7 @@ def test_reasons_and_types() -> None:
         ("ServerAnswering", "Normal"),
         ("SecondaryNetworkMissing", "Warning"),
         ("LeftoversEnded", "Normal"),
+        ("ApiOutage", "Warning"),
     ]
     assert all(e.pod == POD for e in api.created_events)
 

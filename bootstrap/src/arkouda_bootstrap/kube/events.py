@@ -3,7 +3,7 @@ puts on the pod it force-deleted).
 
 Reasons (docs/interfaces.md): LocalesReady, KeysPending, ProbeFailed, Launched, LocaleLost, Relaunching,
 WaitTimeout, ImpostorPod, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable,
-SecondaryNetworkMissing. Failing to emit an
+SecondaryNetworkMissing; ApiOutage when the API answers again after an outage. Failing to emit an
 Event is logged, never fatal.
 """
 
@@ -57,6 +57,8 @@ class Reason(StrEnum):
     SECONDARY_NETWORK_MISSING = "SecondaryNetworkMissing"
     # the pre-launch probe ended processes a previous launch left on a host (its server pod was lost with its node)
     LEFTOVERS_ENDED = "LeftoversEnded"
+    # the Kubernetes API was unreachable for a while (how long; what waited meanwhile), once it answers again
+    API_OUTAGE = "ApiOutage"
 
 
 WARNINGS = frozenset(
@@ -74,6 +76,7 @@ WARNINGS = frozenset(
         Reason.WAKE_TIMEOUT,
         Reason.SERVER_UNRESPONSIVE,
         Reason.SECONDARY_NETWORK_MISSING,
+        Reason.API_OUTAGE,
     }
 )
 

@@ -22,7 +22,9 @@ from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.kube import netstatus
 from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodInfo, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.kube.ownership import OwnedBy
+from arkouda_bootstrap.kube.retry import ApiRetry
 from arkouda_bootstrap.server import discovery, launch, workdir
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
@@ -128,6 +130,11 @@ def prepare_server(
                     addresses=addresses,
                     keep=owned,
                     statefulset=settings.locale_statefulset or None,
+                    listener=OutageNotice(
+                        doing="the server waits for its locales (the wait deadline, --timeout, is paused)",
+                        report=report,
+                        recorder=recorder,
+                    ),
                 )
         except discovery.WaitTimeoutError as exc:
             recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
@@ -183,7 +190,8 @@ def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.
 def _own_uid(api: KubeApi, settings: ServerSettings) -> str:
     """The server pod's uid ties Events to it for `kubectl describe`; without `get pods` they still get created."""
     try:
-        own = api.get_pod(namespace=settings.namespace, name=settings.pod_name)
+        retry = ApiRetry(f"pod {settings.pod_name} in namespace {settings.namespace}")  # an outage is waited out
+        own = retry.call(lambda: api.get_pod(namespace=settings.namespace, name=settings.pod_name))
     except BootstrapError as exc:
         log.warning("Events will not carry the pod uid: %s", exc)
         return ""
@@ -290,6 +298,9 @@ def _launch_supervised(
             selector=settings.selector,
             locales=prepared.locales,
             owned=prepared.owned,
+            listener=OutageNotice(
+                doing="the program runs on and the supervisor resumes following the locales", recorder=recorder
+            ),
         )
         if prepared.locales
         else None

@@ -17,6 +17,7 @@ from types import FrameType
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
+from arkouda_bootstrap.kube.retry import OutageListener
 from arkouda_bootstrap.server.discovery import pod_reason
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class LocaleMonitor:
         locales: Sequence[PodInfo],
         chunk_seconds: int = 30,
         owned: Callable[[PodInfo], bool] | None = None,
+        listener: OutageListener | None = None,
     ) -> None:
         self._api = api
         self._namespace = namespace
@@ -70,6 +72,7 @@ class LocaleMonitor:
         self._chunk = chunk_seconds
         # a pod that takes a lost locale's name without being its StatefulSet's is no locale (kube.ownership)
         self._owned = owned
+        self._listener = listener  # told of an API outage (the program runs on meanwhile)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -98,6 +101,7 @@ class LocaleMonitor:
             chunk_seconds=self._chunk,
             sleep=self._stop.wait,
             stop=self._stop,
+            listener=self._listener,
         )
         owned = self._owned
         cache = PodCache(keep=lambda pod: pod.name in self._tracked and (owned is None or owned(pod)))
