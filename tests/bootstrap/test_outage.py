@@ -18,7 +18,7 @@ REFUSED = ApiUnavailableError("cannot reach the Kubernetes API to get pods: [Err
 def test_an_outage_is_one_line_when_it_begins_and_a_line_and_an_event_with_its_length_when_it_ends() -> None:
     api, clock, lines = FakeKube(), FakeClock(), list[str]()
     api.fail_next["get_pod"] = [REFUSED, ApiUnavailableError("get pods: HTTP 503 Service Unavailable"), REFUSED]
-    notice = OutageNotice(doing="the server waits", report=lines.append, recorder=EventRecorder(api, POD))
+    notice = OutageNotice(doing="the server waits", report=lines.append, emit=EventRecorder(api, POD).emit)
     retry = ApiRetry("pod r-arkouda-server-0", clock=clock, sleep=clock.sleep, listener=notice)
     api.pods["r-arkouda-server-0"] = make_pod("r-arkouda-server-0")
     assert retry.call(lambda: api.get_pod(namespace="ns", name="r-arkouda-server-0")) is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.events import Reason
 
 log = logging.getLogger(__name__)
 
@@ -21,18 +21,19 @@ def _first_line(error: BaseException) -> str:
 
 class OutageNotice:
     """`doing` says what waits for the API, e.g. `the server waits for its locales (the wait deadline is paused)`;
-    `report` prints a progress line (None: the log only); `recorder` takes the Event (None: no Event)."""
+    `report` prints a progress line (None: the log only); `emit` records the Event (EventRecorder.emit, or a
+    hop onto the gate's event loop; None: no Event)."""
 
     def __init__(
         self,
         *,
         doing: str,
         report: Callable[[str], None] | None = None,
-        recorder: EventRecorder | None = None,
+        emit: Callable[[Reason, str], object] | None = None,
     ) -> None:
         self._doing = doing
         self._report = report
-        self._recorder = recorder
+        self._emit = emit
 
     def _say(self, line: str) -> None:
         if self._report is not None:
@@ -45,8 +46,8 @@ class OutageNotice:
 
     def ended(self, *, seconds: float, error: BaseException) -> None:
         self._say(f"the Kubernetes API answers again after {seconds:.0f}s")
-        if self._recorder is not None:
-            self._recorder.emit(
+        if self._emit is not None:
+            self._emit(
                 Reason.API_OUTAGE,
                 f"the Kubernetes API was unreachable for {seconds:.0f}s ({_first_line(error)}); "
                 f"{self._doing} meanwhile, and resumed",

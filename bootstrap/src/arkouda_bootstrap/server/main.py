@@ -133,7 +133,7 @@ def prepare_server(
                     listener=OutageNotice(
                         doing="the server waits for its locales (the wait deadline, --timeout, is paused)",
                         report=report,
-                        recorder=recorder,
+                        emit=recorder.emit,
                     ),
                 )
         except discovery.WaitTimeoutError as exc:
@@ -299,7 +299,7 @@ def _launch_supervised(
             locales=prepared.locales,
             owned=prepared.owned,
             listener=OutageNotice(
-                doing="the program runs on and the supervisor resumes following the locales", recorder=recorder
+                doing="the program runs on and the supervisor resumes following the locales", emit=recorder.emit
             ),
         )
         if prepared.locales
