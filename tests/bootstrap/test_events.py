@@ -26,6 +26,7 @@ def test_reasons_and_types() -> None:
         ("ProbeFailed", "Warning"),
         ("Launched", "Normal"),
         ("LocaleLost", "Warning"),
+        ("LocaleNotReady", "Normal"),
         ("Relaunching", "Normal"),
         ("WaitTimeout", "Warning"),
         ("ImpostorPod", "Warning"),

@@ -71,6 +71,8 @@ class ContainerState:
     reason: str = ""
     message: str = ""
     exit_code: int | None = None
+    # status.containerStatuses[].restartCount: the kubelet started the container again (the supervisor's evidence)
+    restart_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -328,12 +330,14 @@ def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
     state = _d(cs.get("state"))
     name = _s(cs.get("name"))
     ready = bool(cs.get("ready"))
+    restarts = _int_or_none(cs.get("restartCount")) or 0
     if (waiting := state.get("waiting")) is not None:
         w = _d(waiting)
         return ContainerState(
             name=name,
             state="waiting",
             ready=ready,
+            restart_count=restarts,
             reason=_s(w.get("reason")),
             message=_s(w.get("message")),
         )
@@ -344,13 +348,14 @@ def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
             name=name,
             state="terminated",
             ready=ready,
+            restart_count=restarts,
             reason=_s(t.get("reason")),
             message=_s(t.get("message")),
             exit_code=int(code) if code is not None else None,
         )
     if state.get("running") is not None:
-        return ContainerState(name=name, state="running", ready=ready)
-    return ContainerState(name=name, state="unknown", ready=ready)
+        return ContainerState(name=name, state="running", ready=ready, restart_count=restarts)
+    return ContainerState(name=name, state="unknown", ready=ready, restart_count=restarts)
 
 
 def event_from_watch(raw: Mapping[str, Any]) -> PodEvent | None:

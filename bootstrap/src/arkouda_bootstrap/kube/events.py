@@ -27,6 +27,8 @@ class Reason(StrEnum):
     PROBE_FAILED = "ProbeFailed"
     LAUNCHED = "Launched"
     LOCALE_LOST = "LocaleLost"
+    # a locale pod turned NotReady (the control plane's opinion) while it answers on the pod network: no stop
+    LOCALE_NOT_READY = "LocaleNotReady"
     RELAUNCHING = "Relaunching"
     WAIT_TIMEOUT = "WaitTimeout"
     # a pod with the release's labels that its StatefulSets do not own (kube.ownership): named, then ignored

@@ -26,6 +26,7 @@ from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.retry import ApiRetry
 from arkouda_bootstrap.server import discovery, launch, workdir
+from arkouda_bootstrap.server.liveness import Liveness, Target
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
 from arkouda_bootstrap.ssh import probe as sshprobe
@@ -301,6 +302,11 @@ def _launch_supervised(
             listener=OutageNotice(
                 doing="the program runs on and the supervisor resumes following the locales", emit=recorder.emit
             ),
+            # row 9 of the supervisor's decision table: the locales' sshd, at the addresses the launcher uses
+            liveness=Liveness(
+                {h.pod: Target(pod=h.pod, address=h.address, port=settings.port) for h in prepared.hosts[1:]}
+            ),
+            on_note=lambda message: recorder.emit(Reason.LOCALE_NOT_READY, message),
         )
         if prepared.locales
         else None
