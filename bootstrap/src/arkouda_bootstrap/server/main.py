@@ -181,7 +181,7 @@ def prepare_server(
     if work_dir is not None:
         with recorder.on_error(Reason.WORK_DIR_UNUSABLE):
             workdir.prepare(work_dir, token=token)
-    return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
+    return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident, owned=owned)
 
 
 def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.Host:
