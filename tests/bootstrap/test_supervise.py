@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -26,7 +28,7 @@ from arkouda_bootstrap.kube.api import (
     PodInfo,
 )
 from arkouda_bootstrap.kube.ownership import OwnedBy
-from arkouda_bootstrap.server.liveness import Liveness, ProbePolicy, Target
+from arkouda_bootstrap.server.liveness import Liveness, ProbePolicy, Target, tcp_connect
 from arkouda_bootstrap.server.supervise import (
     Action,
     LocaleMonitor,
@@ -483,3 +485,45 @@ def test_a_failed_exit_without_a_lost_locale_is_the_programs_own_after_the_settl
     t0 = time.monotonic()
     assert run_supervised([PY, "-c", "pass"], env=os.environ, monitor=monitor, settle_seconds=30).exit_code == 0
     assert time.monotonic() - t0 < 5
+
+
+# -- the probe itself (server.liveness.tcp_connect) against real local sockets ---------------------------------
+
+
+def listener(greeting: bytes | None) -> tuple[socket.socket, threading.Thread, list[bytes]]:
+    """A TCP listener on loopback that greets each connection with `greeting` (None: says nothing) and keeps what
+    the prober sent back."""
+    server = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = server.accept()
+            with conn:
+                if greeting is not None:
+                    conn.sendall(greeting)
+                conn.settimeout(1)
+                with contextlib.suppress(OSError):
+                    received.append(conn.recv(64))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server, thread, received
+
+
+def test_the_probe_counts_only_sshds_greeting_as_an_answer() -> None:
+    server, thread, received = listener(b"SSH-2.0-OpenSSH_9.2p1\r\n")
+    with server:
+        assert tcp_connect("127.0.0.1", server.getsockname()[1], 2) is None
+        thread.join(3)
+    assert received == [b"SSH-2.0-arkouda-liveness\r\n"]
+    server, thread, _ = listener(None)
+    with server:
+        assert tcp_connect("127.0.0.1", server.getsockname()[1], 0.3) == "no answer within 0.3s"
+    server, thread, _ = listener(b"HTTP/1.1 400\r\n")
+    with server:
+        assert tcp_connect("127.0.0.1", server.getsockname()[1], 2) == "no ssh greeting (got b'HTTP/1.1 400\\r\\n')"
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    assert tcp_connect("127.0.0.1", port, 2) == "Connection refused"

@@ -3,10 +3,11 @@ evidence (server.supervise has the decision table).
 
 Why sshd and not the program's own port: every locale pod runs sshd for its whole life, before, during and
 between launches, whatever the launcher (amudprun's GASNet workers, mpirun's ranks), whereas the program's ports
-are chosen at launch (GASNet's are ephemeral) and differ by launcher. A connect (SYN, SYN-ACK, then close) takes
-the same pod-network path as the job's own traffic and needs nothing from the control plane; it is no ssh login
-(no key, no log line on the locale). A refused connect counts as a miss too: the pod's address answers, but its
-sshd (its container) is gone.
+are chosen at launch (GASNet's are ephemeral) and differ by launcher. A connect and sshd's greeting take the same
+pod-network path as the job's own traffic and need nothing from the control plane; it is no ssh login (no key):
+sshd logs one line per probe (`Connection reset by <server ip> port N [preauth]`, every 5 s per locale), the
+price of asking the process itself rather than the kernel. A refused connect counts as a miss too: the pod's
+address answers, but its sshd (its container) is gone.
 
 The bound (ProbePolicy): a probe of every locale each 5 s, each connect with a 3 s timeout; a locale is lost when
 its probes have all missed for 20 s (5 misses in a row). 20 s rides out what a healthy locale goes through: a
@@ -47,10 +48,21 @@ class Target:
     port: int
 
 
+# Sent back before closing, so sshd ends the exchange with one log line per probe ("Connection reset by <server
+# ip> port N [preauth]") instead of two ("kex_exchange_identification: Connection closed by remote host" and
+# "Connection closed by ..."), and says who it was.
+OUR_BANNER = b"SSH-2.0-arkouda-liveness\r\n"
+
+
 def tcp_connect(address: str, port: int, timeout: float) -> str | None:
-    """None when `address:port` accepts a TCP connection within `timeout` seconds; else why not, in a few words."""
+    """None when sshd at `address:port` greets (its `SSH-` banner) within `timeout` seconds; else why not, in a
+    few words. Nothing beyond the banners is exchanged: no key, no login."""
     try:
-        with socket.create_connection((address, port), timeout=timeout):
+        with socket.create_connection((address, port), timeout=timeout) as sock:
+            greeting = sock.recv(256)
+            if not greeting.startswith(b"SSH-"):
+                return f"no ssh greeting (got {greeting[:40]!r})"
+            sock.sendall(OUR_BANNER)
             return None
     except TimeoutError:
         return f"no answer within {timeout:g}s"
