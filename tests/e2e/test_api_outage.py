@@ -6,7 +6,7 @@ its locales. No pod, node or process of the release is touched.
 - Ready and serving: no relaunch (the `Launched` count and the program's pid unchanged, that process still
   running), no container restart in the release, a client that connected before the outage (a pod of the
   release's, on one ZeroMQ connection) is answered after it, and `helm test` passes.
-- Waiting for its locales (their pods held unschedulable until after the outage): no container restart, the
+- Waiting for its locales (their StatefulSet scaled to 0 until after the outage): no container restart, the
   outage named in the server's progress, Ready once the locales start.
 
 Marked disruptive: every module's API calls fail while the API server is stopped, so it runs alone.
@@ -14,7 +14,6 @@ Marked disruptive: every module's API calls fail while the API server is stopped
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -178,19 +177,13 @@ def test_an_outage_while_serving_stops_nothing(kube: Kube, ns: str, outage: None
 
 def test_an_outage_while_the_server_waits_for_its_locales(kube: Kube, ns: str, outage: None) -> None:
     before = restarts(kube, ns)
-    # hold the locales unschedulable, and make the server wait for them again (a relaunch on their deletion)
-    hold = [{"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"arkouda-e2e/hold": "outage"}}]
-    run(["kubectl", "-n", ns, "patch", "statefulset", LOCALE_STS, "--type", "json", "-p", json.dumps(hold)])
-    run(["kubectl", "-n", ns, "delete", "pod", "-l", f"app.kubernetes.io/instance={RELEASE},"
-         "app.kubernetes.io/component=locale", "--wait=false"])
+    # no locale pods until after the outage: the server stops the program (its locales were deleted) and waits
+    run(["kubectl", "-n", ns, "scale", "statefulset", LOCALE_STS, "--replicas=0"])
     wait_for("the server waiting for its locales again",
              lambda: "locales ready; waiting for" in since_relaunch(kube, ns), timeout=120)
     stopped = stop_api()
     end_outage(stopped)
-    release = [{"op": "remove", "path": "/spec/template/spec/nodeSelector/arkouda-e2e~1hold"}]
-    run(["kubectl", "-n", ns, "patch", "statefulset", LOCALE_STS, "--type", "json", "-p", json.dumps(release)])
-    run(["kubectl", "-n", ns, "delete", "pod", "-l", f"app.kubernetes.io/instance={RELEASE},"
-         "app.kubernetes.io/component=locale", "--wait=false"])
+    run(["kubectl", "-n", ns, "scale", "statefulset", LOCALE_STS, "--replicas=2"])
     kube.watch_pods_until(ns, RELEASE_SEL, all_ready(3), timeout=240, what="3 Ready pods of the release")
     log = since_relaunch(kube, ns)
     assert "the Kubernetes API is unreachable" in log and "the Kubernetes API answers again after" in log, log[-3000:]
