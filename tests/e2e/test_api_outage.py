@@ -150,13 +150,23 @@ def since_relaunch(kube: Kube, ns: str) -> str:
     return "" if at < 0 else log[at:]
 
 
+def client_story(kube: Kube, ns: str) -> str:
+    gate = run(["kubectl", "-n", ns, "logs", f"deploy/{RELEASE}-arkouda-gate", "--tail=30"], check=False)
+    try:
+        client = kube.logs(ns, CLIENT, "client")
+    except ApiException as exc:
+        client = str(exc)
+    return f"client log:\n{client[-2000:]}\ngate log:\n{gate.stdout[-3000:]}{gate.stderr[-500:]}"
+
+
 def test_install_and_serve(kube: Kube, ns: str) -> None:
     helm("install", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
          "--wait", "--timeout", "8m", timeout=600)
     kube.watch_pods_until(ns, RELEASE_SEL, all_ready(3), timeout=120, what="3 Ready pods of the release")
     wait_for("the first launch", lambda: launched(kube, ns), timeout=180)
     start_client(kube, ns)
-    wait_for("the client's first answer", lambda: client_answers(kube, ns), timeout=120)
+    wait_for("the client's first answer", lambda: client_answers(kube, ns), timeout=120,
+             describe=lambda: client_story(kube, ns))
 
 
 def test_an_outage_while_serving_stops_nothing(kube: Kube, ns: str, outage: None) -> None:
@@ -170,7 +180,7 @@ def test_an_outage_while_serving_stops_nothing(kube: Kube, ns: str, outage: None
     assert alive_in_server(ns, pid), f"pid {pid} of the program is gone"
     assert restarts(kube, ns) == before_restarts
     wait_for("an answer to the client after the outage", lambda: [t for t in client_answers(kube, ns) if t > back],
-             timeout=60)
+             timeout=60, describe=lambda: client_story(kube, ns))
     print(f"  LocaleNotReady: {events(kube, ns, 'LocaleNotReady')}\n  ApiOutage: {events(kube, ns, 'ApiOutage')}")
     helm("test", RELEASE, "-n", ns, "--timeout", "5m", timeout=400)
 
