@@ -37,20 +37,29 @@ CLIENT = "ao-outage-client"
 # fit in it with room to spare.
 CLIENT_SECONDS = 200
 CLIENT_SCRIPT = """
-import json, sys, time, zmq
+import json, socket, sys, time, zmq
 sys.path.insert(0, "/opt/arkouda/lib")
 from arkouda_standin.protocol import request_bytes
+url = sys.argv[1]
+host, port = url[len("tcp://"):].rsplit(":", 1)
+try:  # says whether the network or the server is in the way, when no answer comes
+    socket.create_connection((host, int(port)), timeout=5).close()
+    print(f"{time.time():.0f} tcp connect to {host}:{port} ok", flush=True)
+except OSError as exc:
+    print(f"{time.time():.0f} tcp connect to {host}:{port} failed: {exc}", flush=True)
 ctx = zmq.Context()
 sock = ctx.socket(zmq.REQ)
-for option, value in ((zmq.LINGER, 0), (zmq.RCVTIMEO, 10000), (zmq.REQ_RELAXED, 1), (zmq.REQ_CORRELATE, 1)):
+for option, value in ((zmq.LINGER, 0), (zmq.RCVTIMEO, 10000), (zmq.SNDTIMEO, 10000), (zmq.REQ_RELAXED, 1),
+                      (zmq.REQ_CORRELATE, 1)):
     sock.setsockopt(option, value)
-sock.connect(sys.argv[1])
+sock.connect(url)
 end = time.time() + float(sys.argv[2])
 while time.time() < end:
-    sock.send(request_bytes("getconfig", user="outage-client", token=None))
     try:
-        config = json.loads(json.loads(sock.recv())["msg"])
-        print(f"{time.time():.0f} answered numLocales={config['numLocales']}", flush=True)
+        sock.send(request_bytes("getconfig", user="outage-client", token=None))
+        reply = json.loads(sock.recv())
+        config = json.loads(reply["msg"]) if reply.get("msgType") == "NORMAL" else {}
+        print(f"{time.time():.0f} answered {reply.get('msgType')} numLocales={config.get('numLocales')}", flush=True)
     except zmq.Again:
         print(f"{time.time():.0f} no reply", flush=True)
     time.sleep(5)
