@@ -3,9 +3,9 @@
 A refused or broken connection, a timeout, HTTP 5xx or 429 (`ApiUnavailableError`) is tried again after a pause
 that doubles from FIRST_PAUSE_SECONDS up to MAX_PAUSE_SECONDS (tenacity), each failed attempt logged with its
 number and how long the API has been unreachable so far. Without a deadline it is tried for ever (the long-running
-watchers: supervisor, nodewatch, gate); with one (a wait such as discovery's) until the deadline, then the last
-error is raised. Every other error (ForbiddenError, 401, 404, 410 Gone) is raised at once: trying again cannot fix
-it.
+watchers: supervisor, nodewatch, gate); with one (a wait such as discovery's) only an outage that began after the
+deadline had passed ends, with its last error. Every other error (ForbiddenError, 401, 404, 410 Gone) is raised at
+once: trying again cannot fix it.
 
 A deadline is a `Deadline`: the time the API was unreachable does not count against it (it moves later by every
 outage's length, and cannot pass during one), because what it bounds (locales coming up, a wake) cannot be seen,
