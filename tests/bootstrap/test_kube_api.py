@@ -289,3 +289,22 @@ def test_from_kubeconfig_talks_to_the_configured_server(apiserver: ApiServerDoub
     pod = KubernetesApi.from_kubeconfig(cfg).get_pod(namespace="ns", name="p")
     assert pod is not None and (pod.name, pod.phase) == ("p", "Running")
     assert apiserver.seen[0].headers["authorization"] == "Bearer from-kubeconfig"
+
+
+def test_the_client_makes_one_attempt_per_request_and_leaves_retries_to_kube_retry(
+    apiserver: ApiServerDouble, tmp_path: Path
+) -> None:
+    """urllib3's own retries (3 by default) would make a silent API server take 4 timeouts before kube.retry hears
+    of it: the API built from a kubeconfig tries once."""
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{apiserver.port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u, namespace: ns}}]\n"
+    )
+    apiserver.answer(Answer("GET", PODS, stall=30, times=10))
+    api = KubernetesApi.from_kubeconfig(cfg, request_timeout=0.3)
+    with pytest.raises(ApiUnavailableError, match="^cannot reach the Kubernetes API to list pods: "):
+        api.list_pods(namespace="ns", selector="a=b")
+    assert len(apiserver.seen) == 1

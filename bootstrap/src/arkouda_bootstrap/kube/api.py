@@ -405,6 +405,15 @@ WATCH_GRACE_SECONDS = 15
 _RAW_OBJECT = "object"
 
 
+def _single_attempt(configuration: Any) -> Any:
+    """No retries inside the client: urllib3's default (3) would hide an API server that does not answer for up to
+    4 connect timeouts (2 minutes) before kube.retry hears of it, and a 60 s outage not at all; each failed attempt
+    must reach kube.retry at once (logged, counted, and the outage told). 0, not False: urllib3 then raises
+    MaxRetryError, which names the request."""
+    configuration.retries = 0
+    return configuration
+
+
 class KubernetesApi:
     """`KubeApi` and `ServiceApi` over the official client's public API (`CoreV1Api`, `DiscoveryV1Api` for
     EndpointSlices, `watch.Watch`)."""
@@ -437,11 +446,17 @@ class KubernetesApi:
         return self._apps
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, *, context: str | None = None) -> KubernetesApi:
+    def from_kubeconfig(
+        cls, path: str | Path, *, context: str | None = None, request_timeout: float = REQUEST_TIMEOUT_SECONDS
+    ) -> KubernetesApi:
         """Build from a kubeconfig file (used by the e2e tests and outside a cluster)."""
-        from kubernetes import config
+        from kubernetes import client, config
 
-        return cls(config.new_client_from_config(config_file=str(path), context=context))
+        configuration = _single_attempt(client.Configuration())
+        api_client = config.new_client_from_config(
+            config_file=str(path), context=context, client_configuration=configuration
+        )
+        return cls(api_client, request_timeout=request_timeout)
 
     @classmethod
     def from_environment(cls) -> KubernetesApi:
@@ -460,7 +475,7 @@ class KubernetesApi:
                     f"({in_cluster_error}) and no usable kubeconfig ({kubeconfig_error}); set KUBECONFIG"
                 ) from None
             log.debug("using kubeconfig")
-        return cls(client.ApiClient())
+        return cls(client.ApiClient(_single_attempt(client.Configuration.get_default_copy())))
 
     # -- helpers -------------------------------------------------------------------------------------------
 
