@@ -452,11 +452,10 @@ class KubernetesApi:
         """Build from a kubeconfig file (used by the e2e tests and outside a cluster)."""
         from kubernetes import client, config
 
-        configuration = _single_attempt(client.Configuration())
-        api_client = config.new_client_from_config(
-            config_file=str(path), context=context, client_configuration=configuration
-        )
-        return cls(api_client, request_timeout=request_timeout)
+        # load_kube_config into our own Configuration: new_client_from_config takes none in client 29, our floor
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(path), context=context, client_configuration=configuration)
+        return cls(client.ApiClient(_single_attempt(configuration)), request_timeout=request_timeout)
 
     @classmethod
     def from_environment(cls) -> KubernetesApi:
