@@ -273,6 +273,26 @@ start_kube_router() {
     --iptables-sync-period 1m --v 1
 }
 
+# start_apiserver: node 0's kube-apiserver (up.sh, and component.sh after a test stopped it), until /readyz.
+start_apiserver() {
+  mkdir -p "$(dirname "$AUDIT_LOG")"
+  [[ -f "$AUDIT_POLICY" ]] || die "audit policy $AUDIT_POLICY not found (CLUSTER_AUDIT_POLICY)"
+  RUN="$CP_RUN" start kube-apiserver "$K8S_BIN/kube-apiserver" \
+    --advertise-address "$NODE_IP" --bind-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
+    --etcd-servers https://127.0.0.1:2379 --etcd-cafile "$PKI/ca.crt" \
+    --etcd-certfile "$PKI/etcd-client.crt" --etcd-keyfile "$PKI/etcd-client.key" \
+    --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" --kubelet-certificate-authority "$PKI/ca.crt" \
+    --kubelet-preferred-address-types InternalIP \
+    --service-account-issuer "https://kubernetes.default.svc.${CLUSTER_DOMAIN}" \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false \
+    --audit-policy-file "$AUDIT_POLICY" --audit-log-path "$AUDIT_LOG" --audit-log-maxsize 200 --audit-log-maxbackup 2
+  wait_for kube-apiserver 120 kubectl_ get --raw /readyz
+}
+
 # wait_default_sa NS: wait (watch) until the namespace's "default" ServiceAccount exists. The controller-manager
 # creates it shortly after the namespace; until then the ServiceAccount admission plugin refuses every pod of the
 # namespace ('serviceaccount "default" not found'), which a fresh API server / controller-manager makes likely.
@@ -475,13 +495,7 @@ node_join() {
   fi
   kubelet_yaml "$THIS_IP" "$PKI/$THIS_KUBELET_CERT.crt" "$PKI/$THIS_KUBELET_CERT.key" "$NODE_DIR" \
     "$THIS_CGROUP_ROOT" "$taints_yaml" | write_file "$NODE_DIR/config/kubelet.yaml"
-  start kubelet "$K8S_BIN/kubelet" --config "$NODE_DIR/config/kubelet.yaml" \
-    --kubeconfig "$KCFG/$THIS_KUBELET_KCFG.kubeconfig" --root-dir "$NODE_DIR/kubelet" \
-    --cert-dir "$NODE_DIR/kubelet/pki" --hostname-override "$THIS_NAME" --node-ip "$THIS_IP" \
-    --node-labels "topology.kubernetes.io/zone=zone-$NODE_IDX"
-  wait_for "node $THIS_NAME Ready" 180 bash -c \
-    "$(declare -f kubectl_); K8S_BIN='$K8S_BIN' ADMIN_KUBECONFIG='$ADMIN_KUBECONFIG';
-     kubectl_ get node '$THIS_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  start_kubelet
 
   node_phase kube-proxy
   write_file "$NODE_DIR/config/kube-proxy.yaml" <<YAML
@@ -504,6 +518,19 @@ YAML
   kubectl_ apply -f "$CLUSTER_HACK/config/kube-router-rbac.yaml" >/dev/null
   start_kube_router "$THIS_NAME"
   wait_for "kube-router of $THIS_NAME" 60 in_node curl -fsS "http://127.0.0.1:${KUBE_ROUTER_HEALTH_PORT}/healthz"
+}
+
+# start_kubelet: the selected node's kubelet with the config node_join wrote, until its Node is Ready (node_join,
+# and component.sh after a test stopped it).
+start_kubelet() {
+  [[ -f "$NODE_DIR/config/kubelet.yaml" ]] || die "node $THIS_NAME has no kubelet config (make cluster-up / node.sh add)"
+  start kubelet "$K8S_BIN/kubelet" --config "$NODE_DIR/config/kubelet.yaml" \
+    --kubeconfig "$KCFG/$THIS_KUBELET_KCFG.kubeconfig" --root-dir "$NODE_DIR/kubelet" \
+    --cert-dir "$NODE_DIR/kubelet/pki" --hostname-override "$THIS_NAME" --node-ip "$THIS_IP" \
+    --node-labels "topology.kubernetes.io/zone=zone-$NODE_IDX"
+  wait_for "node $THIS_NAME Ready" 180 bash -c \
+    "$(declare -f kubectl_); K8S_BIN='$K8S_BIN' ADMIN_KUBECONFIG='$ADMIN_KUBECONFIG';
+     kubectl_ get node '$THIS_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
 }
 
 # node_leave: the node's pods deleted through the API while its kubelet runs (so it tears the sandboxes down

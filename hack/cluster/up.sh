@@ -49,22 +49,7 @@ control_plane_up() {
   wait_for etcd 60 curl -fsS http://127.0.0.1:2381/health
 
   phase kube-apiserver
-  mkdir -p "$(dirname "$AUDIT_LOG")"
-  [[ -f "$AUDIT_POLICY" ]] || die "audit policy $AUDIT_POLICY not found (CLUSTER_AUDIT_POLICY)"
-  start kube-apiserver "$K8S_BIN/kube-apiserver" \
-    --advertise-address "$NODE_IP" --bind-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
-    --etcd-servers https://127.0.0.1:2379 --etcd-cafile "$PKI/ca.crt" \
-    --etcd-certfile "$PKI/etcd-client.crt" --etcd-keyfile "$PKI/etcd-client.key" \
-    --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
-    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" --kubelet-certificate-authority "$PKI/ca.crt" \
-    --kubelet-preferred-address-types InternalIP \
-    --service-account-issuer "https://kubernetes.default.svc.${CLUSTER_DOMAIN}" \
-    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-    --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
-    --enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false \
-    --audit-policy-file "$AUDIT_POLICY" --audit-log-path "$AUDIT_LOG" --audit-log-maxsize 200 --audit-log-maxbackup 2
-  wait_for kube-apiserver 120 kubectl_ get --raw /readyz
+  start_apiserver
 
   phase controllers
   start kube-controller-manager "$K8S_BIN/kube-controller-manager" \

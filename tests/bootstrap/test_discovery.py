@@ -14,6 +14,7 @@ from arkouda_bootstrap.kube.api import (
     GoneError,
     PodCondition,
 )
+from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.server.discovery import (
     EVENTS_MIN_INTERVAL,
     WaitTimeoutError,
@@ -304,11 +305,41 @@ def test_rbac_error_on_list_is_one_line() -> None:
         wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=1, report=print)
 
 
-def test_an_unreachable_api_is_retried_until_the_wait_deadline_then_it_is_the_timeout() -> None:
-    refused = ApiUnavailableError("cannot reach the Kubernetes API to watch pods: [Errno 111] Connection refused")
+REFUSED = ApiUnavailableError("cannot reach the Kubernetes API to watch pods: [Errno 111] Connection refused")
+
+
+def test_an_api_outage_longer_than_the_timeout_is_waited_out_and_named_in_the_progress() -> None:
     api = FakeKube()
     api.pods["r-0"] = make_pod("r-0", ready=False)
-    api.fail_with["watch_pods"] = refused
+    api.fail_next["watch_pods"] = [REFUSED for _ in range(10)]  # pauses 1 + 2 + 4 + 8 + 16 + 5 x 30 = 181 s
+    api.script(api.event("MODIFIED", make_pod("r-0")))
+    clock, lines = FakeClock(), list[str]()
+    notice = OutageNotice(doing="the server waits for its locales", report=lines.append)
+    pods = wait_for_locales(
+        api,
+        namespace="ns",
+        selector="s=1",
+        expected=1,
+        timeout=60,
+        report=lines.append,
+        clock=clock,
+        sleep=clock.sleep,
+        listener=notice,
+    )
+    assert [p.name for p in pods] == ["r-0"]
+    assert clock.now == 181.0
+    assert lines == [
+        "0/1 locales ready; waiting for r-0 (Running: not ready)",
+        f"the Kubernetes API is unreachable ({REFUSED}); the server waits for its locales until it answers",
+        "the Kubernetes API answers again after 181s",
+        "1/1 locales ready",
+    ]
+
+
+def test_the_timeout_does_not_count_the_time_the_api_was_unreachable() -> None:
+    api = FakeKube()
+    api.pods["r-0"] = make_pod("r-0", ready=False)
+    api.fail_next["watch_pods"] = [REFUSED for _ in range(10)]
     clock = FakeClock()
     with pytest.raises(WaitTimeoutError) as err:
         wait_for_locales(
@@ -322,17 +353,31 @@ def test_an_unreachable_api_is_retried_until_the_wait_deadline_then_it_is_the_ti
             sleep=clock.sleep,
         )
     assert err.value.exit_code == EXIT_TIMEOUT
-    last = "0/1 locales ready; waiting for r-0 (Running: not ready)"
-    assert str(err.value) == f"timed out after 60s: {refused}; last: {last}"
-    assert clock.now == 60.0
-    # and an outage that ends in time is only a delay
-    api = FakeKube()
-    api.pods["r-0"] = make_pod("r-0")
-    api.fail_next["list_pods"] = [refused, refused]
-    pods = wait_for_locales(
-        api, namespace="ns", selector="s=1", expected=1, timeout=60, report=print, clock=clock, sleep=clock.sleep
+    assert str(err.value) == (
+        "timed out after 60s (not counting 181s while the Kubernetes API was unreachable): "
+        "0/1 locales ready; waiting for r-0 (Running: not ready)"
     )
-    assert [p.name for p in pods] == ["r-0"]
+    assert clock.now == 241.0
+
+
+def test_an_outage_while_events_are_read_hides_them_only_until_the_next_read() -> None:
+    clock = FakeClock()
+    api = FakeKube(on_idle_watch=clock.advance)  # every watch lasts its full 10 s
+    api.pods["r-0"] = make_pod("r-0", ready=False)
+    api.pod_events["r-0"] = [EventInfo(type="Warning", reason="FailedMount", message="no volume")]
+    api.fail_next["list_pod_events"] = [REFUSED]
+    with pytest.raises(WaitTimeoutError) as err:
+        wait_for_locales(
+            api,
+            namespace="ns",
+            selector="s=1",
+            expected=1,
+            timeout=30,
+            report=print,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert str(err.value) == "timed out after 30s: 0/1 locales ready; waiting for r-0 (Running: FailedMount: no volume)"
 
 
 def test_extra_pods_beyond_expected_are_ignored() -> None:

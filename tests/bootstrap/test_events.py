@@ -26,6 +26,7 @@ def test_reasons_and_types() -> None:
         ("ProbeFailed", "Warning"),
         ("Launched", "Normal"),
         ("LocaleLost", "Warning"),
+        ("LocaleNotReady", "Normal"),
         ("Relaunching", "Normal"),
         ("WaitTimeout", "Warning"),
         ("ImpostorPod", "Warning"),
@@ -52,6 +53,7 @@ def test_reasons_and_types() -> None:
         ("CheckpointSizeMismatch", "Warning"),
         ("SecondaryNetworkMissing", "Warning"),
         ("LeftoversEnded", "Normal"),
+        ("ApiOutage", "Warning"),
     ]
     assert all(e.pod == POD for e in api.created_events)
 

@@ -493,6 +493,8 @@ def test_run_gate_wires_the_pod_watch_the_token_and_metrics_and_a_refused_watch_
         pods={f"{SERVER}-0": server_pod(), s.pod_name: make_pod(s.pod_name)},
         block=True,
     )
+    # an outage at start is waited out (one pause of 1 s), not a crash
+    api.fail_next["get_pod"] = [ApiUnavailableError("cannot reach the Kubernetes API to get pods: refused")]
     thread, outcome = start_run_gate(api, s)
     deadline = time.monotonic() + 10
     while not any(op == "watch_pods" for op, _ in api.calls):
@@ -511,13 +513,20 @@ def test_run_gate_wires_the_pod_watch_the_token_and_metrics_and_a_refused_watch_
         assert time.monotonic() < deadline + 10, api.calls
         time.sleep(0.02)
     assert not outcome and [op for op, _ in api.calls].count("list_pods") == 1  # resumed, not listed again
+    api.script(api.event("MODIFIED", server_pod()))  # the API answers again: the outage's Event, with its length
+    while not any(e.reason == "ApiOutage" for e in api.created_events):
+        assert time.monotonic() < deadline + 20, api.created_events
+        time.sleep(0.02)
+    [outage] = [e.message for e in api.created_events if e.reason == "ApiOutage"]
+    assert outage.startswith("the Kubernetes API was unreachable for ")
+    assert "(watch pods in namespace ns failed: HTTP 503 Service Unavailable); the gate keeps serving" in outage
     with req(s.listen_port) as sock:
         assert ask(sock, request("connect", token=TOKEN.decode()))["msgType"] == "NORMAL"
     api.script(ForbiddenError(verb="watch", resource="pods", namespace="ns"))
     thread.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], BootstrapError)
     assert str(outcome[0]) == "missing RBAC: watch pods in namespace ns"
-    assert ("get_pod", s.pod_name) in api.calls  # for the uid of its Events
+    assert api.calls.count(("get_pod", s.pod_name)) == 2  # for the uid of its Events, once refused
     assert all(op != "get_replicas" for op, _ in api.calls)  # idle sleep off: the counts are the chart's
 
 

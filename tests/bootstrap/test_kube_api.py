@@ -303,3 +303,22 @@ def test_the_uninstall_clean_up_deletes_a_left_keygen_job_with_its_pods(apiserve
     assert (seen.method, seen.path) == ("DELETE", JOB)
     # without Background the API orphans a Job's pods: the keygen pod would stay
     assert seen.body is not None and seen.body["propagationPolicy"] == "Background"
+
+
+def test_the_client_makes_one_attempt_per_request_and_leaves_retries_to_kube_retry(
+    apiserver: ApiServerDouble, tmp_path: Path
+) -> None:
+    """urllib3's own retries (3 by default) would make a silent API server take 4 timeouts before kube.retry hears
+    of it: the API built from a kubeconfig tries once."""
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{apiserver.port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u, namespace: ns}}]\n"
+    )
+    apiserver.answer(Answer("GET", PODS, stall=30, times=10))
+    api = KubernetesApi.from_kubeconfig(cfg, request_timeout=0.3)
+    with pytest.raises(ApiUnavailableError, match="^cannot reach the Kubernetes API to list pods: "):
+        api.list_pods(namespace="ns", selector="a=b")
+    assert len(apiserver.seen) == 1

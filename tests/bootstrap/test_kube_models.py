@@ -107,15 +107,16 @@ def test_pod_from_json() -> None:
     assert cond is not None and cond.message.startswith("0/3 nodes")
     assert pod.containers[0].state == "waiting"
     assert pod.containers[0].reason == "CrashLoopBackOff"
+    assert pod.containers[0].restart_count == 3  # the supervisor's evidence of a restarted locale
 
 
 def test_pod_from_json_running_terminated_and_deleting() -> None:
     pod = pod_from_json(wire(ready_pod()))
     assert (pod.pod_ip, pod.phase, pod.deleting) == ("10.244.0.7", "Running", True)
     assert not pod.ready  # Ready condition but being deleted
-    assert [(c.name, c.state, c.exit_code) for c in pod.containers] == [
-        ("init", "terminated", 0),
-        ("sshd", "running", None),
+    assert [(c.name, c.state, c.exit_code, c.restart_count) for c in pod.containers] == [
+        ("init", "terminated", 0, 0),
+        ("sshd", "running", None, 1),
     ]
     assert pod.containers[1].ready
 

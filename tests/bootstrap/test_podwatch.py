@@ -10,6 +10,7 @@ import threading
 import pytest
 from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodEvent, PodList
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
+from arkouda_bootstrap.kube.retry import Deadline
 from fakes import END, FakeClock, FakeKube, GoneError, make_pod
 
 
@@ -51,7 +52,13 @@ def test_a_deadline_cuts_the_watch_requests_and_ends_the_iteration() -> None:
 
     api.on_idle_watch = server_timeout
     followed = follow_pods(
-        api, namespace="ns", selector="s=1", chunk_seconds=10, deadline=25.0, clock=clock, sleep=clock.sleep
+        api,
+        namespace="ns",
+        selector="s=1",
+        chunk_seconds=10,
+        deadline=Deadline(25.0, clock=clock),
+        clock=clock,
+        sleep=clock.sleep,
     )
     assert kinds(list(followed)) == ["list@100", "end@100", "end@100", "end@100"]
     assert seconds == [10, 10, 5]
@@ -61,7 +68,13 @@ def test_watches_that_end_at_once_wait_a_second_in_between() -> None:
     api = FakeKube()
     clock = FakeClock()
     followed = follow_pods(
-        api, namespace="ns", selector="s=1", chunk_seconds=10, deadline=3.0, clock=clock, sleep=clock.sleep
+        api,
+        namespace="ns",
+        selector="s=1",
+        chunk_seconds=10,
+        deadline=Deadline(3.0, clock=clock),
+        clock=clock,
+        sleep=clock.sleep,
     )
     assert kinds(list(followed)) == ["list@100", "end@100", "end@100", "end@100"]
     assert clock.now == 3.0
@@ -148,17 +161,114 @@ def test_without_a_deadline_an_unreachable_api_is_retried_for_ever_with_capped_p
     assert clock.slept == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0]
 
 
-def test_with_a_deadline_the_retries_end_there_with_the_last_error() -> None:
+class RecordingListener:
+    """Test double of kube.retry.OutageListener: keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+
+    def began(self, *, error: BaseException) -> None:
+        self.told.append(f"began: {error}")
+
+    def ended(self, *, seconds: float, error: BaseException) -> None:
+        self.told.append(f"ended after {seconds:g}s: {error}")
+
+
+def test_an_outage_longer_than_the_deadline_is_waited_out_and_moves_the_deadline_by_its_length() -> None:
+    api = FakeKube()
+    api.fail_next["list_pods"] = [refused("list pods") for _ in range(8)]
+    clock = FakeClock()
+    deadline, listener = Deadline(10.0, clock=clock), RecordingListener()
+    followed = follow_pods(
+        api,
+        namespace="ns",
+        selector="s=1",
+        chunk_seconds=10,
+        deadline=deadline,
+        clock=clock,
+        sleep=clock.sleep,
+        listener=listener,
+    )
+    assert kinds([next(followed)]) == ["list@100"]
+    assert clock.now == 121.0  # 1 + 2 + 4 + 8 + 16 + 30 + 30 + 30: far past the 10 s
+    assert deadline.excluded == 121.0 and deadline.at == 131.0 and not deadline.passed()
+    error = "cannot reach the Kubernetes API to list pods: [Errno 111] Connection refused"
+    assert listener.told == [
+        f"began: {error}",
+        f"ended after 121s: {error}",
+    ]  # once each, not per attempt
+
+
+def test_an_outage_that_begins_after_the_deadline_passed_raises_its_error() -> None:
     api = FakeKube()
     api.fail_with["list_pods"] = refused("list pods")
     clock = FakeClock()
+    deadline = Deadline(10.0, clock=clock)
+    clock.advance(12)
     followed = follow_pods(
-        api, namespace="ns", selector="s=1", chunk_seconds=10, deadline=10.0, clock=clock, sleep=clock.sleep
+        api,
+        namespace="ns",
+        selector="s=1",
+        chunk_seconds=10,
+        deadline=deadline,
+        clock=clock,
+        sleep=clock.sleep,
     )
     with pytest.raises(ApiUnavailableError, match="Connection refused"):
         next(followed)
-    assert clock.now == 10.0  # pauses 1, 2, 4, then the 3 s left, and a last attempt at the deadline
-    assert [op for op, _ in api.calls].count("list_pods") == 5
+    assert [op for op, _ in api.calls].count("list_pods") == 1
+
+
+def test_each_outage_in_a_watch_is_told_once_when_it_begins_and_once_when_the_api_answers() -> None:
+    api = FakeKube()
+    api.script(
+        api.event("ADDED", make_pod("r-0")),
+        refused("watch pods"),
+        ApiUnavailableError("watch pods: read timed out"),
+        ApiUnavailableError("watch pods in namespace ns failed: HTTP 503 Service Unavailable"),
+        END,  # a watch that ends without an event answers too
+        GoneError("too old"),
+        ApiUnavailableError("watch pods in namespace ns failed: HTTP 500 Internal Server Error"),
+        api.event("ADDED", make_pod("r-1")),
+    )
+    api.fail_next["list_pods"] = [refused("list pods") for _ in range(2)]
+    clock, listener = FakeClock(), RecordingListener()
+    followed = follow_pods(
+        api,
+        namespace="ns",
+        selector="s=1",
+        chunk_seconds=10,
+        clock=clock,
+        sleep=clock.sleep,
+        listener=listener,
+    )
+    items = list(itertools.islice(followed, 5))
+    assert kinds(items) == [
+        "list@100",
+        "ADDED r-0",
+        "end@1001",
+        "list@100",
+        "ADDED r-1",
+    ]
+    assert listener.told == [
+        "began: cannot reach the Kubernetes API to list pods: [Errno 111] Connection refused",
+        "ended after 3s: cannot reach the Kubernetes API to list pods: [Errno 111] Connection refused",
+        "began: cannot reach the Kubernetes API to watch pods: [Errno 111] Connection refused",
+        "ended after 7s: cannot reach the Kubernetes API to watch pods: [Errno 111] Connection refused",
+        "began: watch pods in namespace ns failed: HTTP 500 Internal Server Error",
+        "ended after 1s: watch pods in namespace ns failed: HTTP 500 Internal Server Error",
+    ]
+    # the watch resumed where it was after each outage; only the 410 listed again
+    assert [arg for op, arg in api.calls if op == "watch_pods"] == [
+        "100",
+        "1001",
+        "1001",
+        "1001",
+        "1001",
+        "100",
+        "100",
+    ]
+    assert kinds([next(followed)]) == ["end@1002"]  # and it goes on
 
 
 def test_a_stop_during_an_outage_ends_the_iteration_quietly() -> None:

@@ -3,23 +3,42 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, GoneError, PodCondition, PodInfo
+from arkouda_bootstrap.kube.api import (
+    ApiUnavailableError,
+    ContainerState,
+    ForbiddenError,
+    GoneError,
+    PodCondition,
+    PodInfo,
+)
 from arkouda_bootstrap.kube.ownership import OwnedBy
-from arkouda_bootstrap.server.supervise import LocaleMonitor, exit_status, lost_reason, run_supervised
-from fakes import FakeKube, make_pod
+from arkouda_bootstrap.server.liveness import Liveness, ProbePolicy, Target, tcp_connect
+from arkouda_bootstrap.server.supervise import (
+    Action,
+    LocaleMonitor,
+    Outcome,
+    Verdict,
+    exit_status,
+    judge,
+    run_supervised,
+)
+from fakes import FakeClock, FakeKube, make_pod
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -98,27 +117,205 @@ def test_signals_are_forwarded_and_child_code_returned(tmp_path: Path, sig: sign
             harness.kill()
 
 
-def test_lost_reasons() -> None:
-    tracked = make_pod("r-1", ip="10.0.0.2", uid="u1")
-    assert lost_reason(tracked, "MODIFIED", make_pod("r-1", ip="10.0.0.2", uid="u1")) is None
-    assert lost_reason(tracked, "DELETED", tracked) == "locale pod r-1 was deleted"
-    assert lost_reason(tracked, "LISTED", None) == "locale pod r-1 was deleted"
-    assert lost_reason(tracked, "MODIFIED", make_pod("r-1", ip="10.0.0.7", uid="u1")) == (
-        "locale pod r-1 changed IP 10.0.0.2 -> 10.0.0.7"
+# -- the decision table (server.supervise), one test per row ---------------------------------------------------
+
+TRACKED = make_pod(
+    "r-1",
+    ip="10.0.0.2",
+    uid="u1",
+    node_name="node-2",
+    containers=(
+        ContainerState(name="init", state="terminated", reason="Completed", exit_code=0),
+        ContainerState(name="sshd", state="running", ready=True, restart_count=0),
+    ),
+)
+NODE_CONTROLLER_NOT_READY = (
+    PodCondition(type="Ready", status="False", reason="NodeNotReady"),
+    PodCondition(type="ContainersReady", status="True"),
+)
+
+
+def answering(result: bool) -> Callable[[], bool]:
+    """A probe double that says whether the locale answered, and fails the test if it was not asked for."""
+    return lambda: result
+
+
+def never_asked() -> bool:
+    raise AssertionError("the locale was probed although the pod is Ready or already lost")
+
+
+def test_row_1_the_program_exiting_by_itself_is_its_own_outcome() -> None:
+    _, monitor = monitored(TRACKED)
+    outcome = run_supervised([PY, "-c", "raise SystemExit(3)"], env=os.environ, monitor=monitor, settle_seconds=0.3)
+    assert outcome == Outcome(exit_code=3)  # no locale named within the settle window: the program's own exit
+
+
+def test_row_2_a_deleted_or_vanished_pod_stops_the_program() -> None:
+    assert judge(TRACKED, "DELETED", TRACKED, answers=never_asked) == Verdict(Action.STOP, "locale pod r-1 was deleted")
+    assert judge(TRACKED, "LISTED", None, answers=never_asked).why == "locale pod r-1 was deleted"
+
+
+def test_row_3_a_replaced_pod_stops_the_program() -> None:
+    replaced = replace(TRACKED, uid="u2")
+    assert judge(TRACKED, "ADDED", replaced, answers=never_asked) == Verdict(
+        Action.STOP, "locale pod r-1 was replaced (uid u1 -> u2)"
     )
-    assert lost_reason(tracked, "ADDED", make_pod("r-1", ip="10.0.0.2", uid="u2")) == (
-        "locale pod r-1 was replaced (uid u1 -> u2)"
+
+
+def test_row_4_a_terminating_pod_stops_the_program() -> None:
+    assert judge(TRACKED, "MODIFIED", replace(TRACKED, deleting=True), answers=never_asked) == Verdict(
+        Action.STOP, "locale pod r-1 is terminating"
     )
-    not_ready = make_pod(
-        "r-1",
-        ip="10.0.0.2",
-        uid="u1",
-        conditions=(PodCondition(type="Ready", status="False", reason="ContainersNotReady"),),
+
+
+def test_row_5_a_new_ip_stops_the_program() -> None:
+    assert judge(TRACKED, "MODIFIED", replace(TRACKED, pod_ip="10.0.0.7"), answers=never_asked) == Verdict(
+        Action.STOP, "locale pod r-1 changed IP 10.0.0.2 -> 10.0.0.7"
     )
-    assert lost_reason(tracked, "MODIFIED", not_ready) == "locale pod r-1 turned NotReady (Running: ContainersNotReady)"
-    assert lost_reason(tracked, "MODIFIED", make_pod("r-1", ip="10.0.0.2", uid="u1", deleting=True)) == (
-        "locale pod r-1 is terminating"
+
+
+def test_row_6_a_restarted_or_terminated_container_stops_the_program() -> None:
+    init, sshd = TRACKED.containers
+    restarted = replace(TRACKED, containers=(init, replace(sshd, restart_count=1)))
+    assert judge(TRACKED, "MODIFIED", restarted, answers=never_asked) == Verdict(
+        Action.STOP, "locale pod r-1: its container sshd restarted (restart count 0 -> 1)"
     )
+    ended = replace(
+        TRACKED, containers=(init, ContainerState(name="sshd", state="terminated", reason="Error", exit_code=137))
+    )
+    assert judge(TRACKED, "MODIFIED", ended, answers=never_asked) == Verdict(
+        Action.STOP, "locale pod r-1: its container sshd terminated (Error 137)"
+    )
+    # the init container was terminated at the launch already: that is no evidence
+    assert judge(TRACKED, "MODIFIED", TRACKED, answers=never_asked) == Verdict(Action.NONE)
+
+
+def test_row_7_not_ready_while_the_locale_answers_is_recorded_and_the_program_runs_on() -> None:
+    not_ready = replace(TRACKED, conditions=NODE_CONTROLLER_NOT_READY)
+    assert judge(TRACKED, "MODIFIED", not_ready, answers=answering(True)) == Verdict(
+        Action.RECORD,
+        "locale pod r-1 on node node-2 turned NotReady (Running: NodeNotReady) but answers on the pod network: "
+        "the program keeps running",
+    )
+
+
+def test_row_8_not_ready_without_an_answer_waits_for_the_probes_bound() -> None:
+    not_ready = replace(TRACKED, conditions=NODE_CONTROLLER_NOT_READY)
+    assert judge(TRACKED, "MODIFIED", not_ready, answers=answering(False)) == Verdict(
+        Action.WAIT,
+        "locale pod r-1 on node node-2 turned NotReady (Running: NodeNotReady) and does not answer on the pod network",
+    )
+
+
+class FakeNetwork:
+    """Test double of the pod network for Liveness: an address in `down` lets connects time out, one in `refused`
+    refuses them, any other answers."""
+
+    def __init__(self) -> None:
+        self.down: set[str] = set()
+        self.refused: set[str] = set()
+        self.connects = 0
+
+    def connect(self, address: str, port: int, timeout: float) -> str | None:
+        self.connects += 1
+        if address in self.down:
+            return f"no answer within {timeout:g}s"
+        if address in self.refused:
+            return "Connection refused"
+        return None
+
+
+def liveness_of(*pods: PodInfo, network: FakeNetwork, **kwargs: Any) -> Liveness:
+    targets = {p.name: Target(pod=p.name, address=p.pod_ip or "", port=2222) for p in pods}
+    return Liveness(targets, connect=network.connect, **kwargs)
+
+
+def test_row_9_a_locale_that_misses_every_probe_for_the_bound_is_lost_whatever_ready_says() -> None:
+    clock, network = FakeClock(), FakeNetwork()
+    liveness = liveness_of(TRACKED, network=network, clock=clock)
+    network.down.add("10.0.0.2")
+    assert liveness.probe_all() == []
+    for _ in range(3):
+        clock.advance(5)
+        assert liveness.probe_all() == []  # 15 s of misses: within the bound
+    clock.advance(5)
+    assert liveness.probe_all() == [
+        "locale r-1 does not answer on the pod network: 5 connects to its sshd at 10.0.0.2:2222 missed over 20s "
+        "(last: no answer within 3s)"
+    ]
+
+
+def test_row_9_a_drop_shorter_than_the_bound_is_forgotten_once_the_locale_answers() -> None:
+    clock, network = FakeClock(), FakeNetwork()
+    liveness = liveness_of(TRACKED, network=network, clock=clock)
+    network.refused.add("10.0.0.2")  # refused counts as a miss as well (sshd gone)
+    for _ in range(4):  # 0, 5, 10, 15 s
+        assert liveness.probe_all() == []
+        clock.advance(5)
+    network.refused.clear()
+    assert liveness.probe_all() == []  # answered at 20 s: the streak is over
+    network.refused.add("10.0.0.2")
+    for _ in range(4):
+        clock.advance(5)
+        assert liveness.probe_all() == []  # a new streak, measured from its own first miss
+    clock.advance(5)
+    assert liveness.probe_all()[0].endswith(
+        "5 connects to its sshd at 10.0.0.2:2222 missed over 20s (last: Connection refused)"
+    )
+
+
+def test_the_monitor_records_not_ready_once_per_spell_and_stops_only_on_the_probes_bound() -> None:
+    """Rows 7 and 9 together, with real threads: the node controller's NotReady while the locale answers is one
+    Event and no stop; the locale then stops answering and the probe thread stops the program."""
+    network = FakeNetwork()
+    liveness = liveness_of(TRACKED, network=network, policy=ProbePolicy(interval=0.05, timeout=0.01, lost_after=0.3))
+    api = FakeKube(block=True)
+    api.pods["r-1"] = TRACKED
+    notes: list[str] = []
+    monitor = LocaleMonitor(
+        api,
+        namespace="ns",
+        selector="s=1",
+        locales=[TRACKED],
+        chunk_seconds=1,
+        liveness=liveness,
+        on_note=notes.append,
+    )
+    lost: list[str] = []
+    monitor.start(lost.append)
+    try:
+        not_ready = replace(TRACKED, conditions=NODE_CONTROLLER_NOT_READY)
+        api.script(api.event("MODIFIED", not_ready), api.event("MODIFIED", not_ready))
+        wait_until(lambda: api.watch_script.qsize() == 0 and notes, 5)
+        time.sleep(0.5)  # longer than the bound: the locale answers, so nothing stops
+        assert lost == []
+        assert notes == [
+            "locale pod r-1 on node node-2 turned NotReady (Running: NodeNotReady) but answers on the pod network: "
+            "the program keeps running"
+        ]
+        network.down.add("10.0.0.2")
+        wait_until(lambda: lost, 5)
+    finally:
+        monitor.stop()
+    assert len(lost) == 1 and lost[0].startswith("locale r-1 does not answer on the pod network: ")
+
+
+def test_row_10_an_unreachable_api_is_waited_out_and_the_program_runs_on() -> None:
+    """An unreachable API is not a lost locale: the monitor retries and still catches the real loss later."""
+    tracked = make_pod("r-0", ip="10.0.0.1")
+    api, monitor = monitored(tracked)
+    api.fail_with["list_pods"] = ApiUnavailableError("cannot reach the Kubernetes API")
+    lost: list[str] = []
+    monitor.start(lost.append)
+    try:
+        wait_until(lambda: [c[0] for c in api.calls].count("list_pods") >= 2, 10)
+        assert lost == []
+        del api.fail_with["list_pods"]
+        api.script(api.event("DELETED", tracked))
+        wait_until(lambda: lost, 10)
+    finally:
+        monitor.stop()
+    assert lost == ["locale pod r-0 was deleted"]
 
 
 IGNORING_CHILD = """
@@ -177,12 +374,12 @@ def test_monitor_relists_after_410_and_sees_what_changed() -> None:
     lost: list[str] = []
     monitor.start(lost.append)
     try:
-        api.pods["r-0"] = make_pod("r-0", ip="10.0.0.1", ready=False)  # changed while the watch was "expired"
+        del api.pods["r-0"]  # deleted while the watch was "expired"
         api.script(GoneError("too old"))
         wait_until(lambda: lost, 10)
     finally:
         monitor.stop()
-    assert lost == ["locale pod r-0 turned NotReady (Running: not ready)"]
+    assert lost == ["locale pod r-0 was deleted"]
     assert [c[0] for c in api.calls].count("list_pods") == 2
 
 
@@ -238,24 +435,6 @@ def test_sigterm_during_startup_is_delivered_to_the_child(tmp_path: Path, monkey
     assert outcome.exit_code in (40 + signal.SIGTERM, 128 + signal.SIGTERM)
 
 
-def test_monitor_survives_api_errors_without_killing_the_program() -> None:
-    """An unreachable API is not a lost locale: the monitor retries and still catches the real loss later."""
-    tracked = make_pod("r-0", ip="10.0.0.1")
-    api, monitor = monitored(tracked)
-    api.fail_with["list_pods"] = ApiUnavailableError("cannot reach the Kubernetes API")
-    lost: list[str] = []
-    monitor.start(lost.append)
-    try:
-        wait_until(lambda: [c[0] for c in api.calls].count("list_pods") >= 2, 10)
-        assert lost == []
-        del api.fail_with["list_pods"]
-        api.script(api.event("DELETED", tracked))
-        wait_until(lambda: lost, 10)
-    finally:
-        monitor.stop()
-    assert lost == ["locale pod r-0 was deleted"]
-
-
 def test_an_error_no_retry_fixes_ends_the_monitoring_not_the_program(caplog: pytest.LogCaptureFixture) -> None:
     api, monitor = monitored(make_pod("r-0", ip="10.0.0.1"))
     lost: list[str] = []
@@ -306,3 +485,45 @@ def test_a_failed_exit_without_a_lost_locale_is_the_programs_own_after_the_settl
     t0 = time.monotonic()
     assert run_supervised([PY, "-c", "pass"], env=os.environ, monitor=monitor, settle_seconds=30).exit_code == 0
     assert time.monotonic() - t0 < 5
+
+
+# -- the probe itself (server.liveness.tcp_connect) against real local sockets ---------------------------------
+
+
+def listener(greeting: bytes | None) -> tuple[socket.socket, threading.Thread, list[bytes]]:
+    """A TCP listener on loopback that greets each connection with `greeting` (None: says nothing) and keeps what
+    the prober sent back."""
+    server = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = server.accept()
+            with conn:
+                if greeting is not None:
+                    conn.sendall(greeting)
+                conn.settimeout(1)
+                with contextlib.suppress(OSError):
+                    received.append(conn.recv(64))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server, thread, received
+
+
+def test_the_probe_counts_only_sshds_greeting_as_an_answer() -> None:
+    server, thread, received = listener(b"SSH-2.0-OpenSSH_9.2p1\r\n")
+    with server:
+        assert tcp_connect("127.0.0.1", server.getsockname()[1], 2) is None
+        thread.join(3)
+    assert received == [b"SSH-2.0-arkouda-liveness\r\n"]
+    server, thread, _ = listener(None)
+    with server:
+        assert tcp_connect("127.0.0.1", server.getsockname()[1], 0.3) == "no answer within 0.3s"
+    server, thread, _ = listener(b"HTTP/1.1 400\r\n")
+    with server:
+        assert tcp_connect("127.0.0.1", server.getsockname()[1], 2) == "no ssh greeting (got b'HTTP/1.1 400\\r\\n')"
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    assert tcp_connect("127.0.0.1", port, 2) == "Connection refused"

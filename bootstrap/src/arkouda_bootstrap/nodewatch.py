@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
 
@@ -193,6 +194,7 @@ def run_nodewatch(
         clock=clock,
         sleep=wait,
         stop=stop,
+        listener=OutageNotice(doing="no stuck pod can be seen or force-deleted; nodewatch waits"),
     )
     with contextlib.closing(followed):
         for item in followed:

@@ -81,7 +81,7 @@ SERVER = [
         "timeout",
         "--timeout",
         "ARKOUDA_WAIT_TIMEOUT",
-        "seconds to wait for the locales",
+        "seconds to wait for the locales (time the Kubernetes API is unreachable does not count)",
         config.DEFAULT_WAIT_TIMEOUT,
     ),
     Opt(

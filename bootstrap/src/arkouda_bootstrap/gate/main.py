@@ -55,8 +55,10 @@ from arkouda_bootstrap.gate.pump import Pump
 from arkouda_bootstrap.gate.sleepwake import Backend, Controller, Reply, StatefulSetMissingError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import follow_pods
+from arkouda_bootstrap.kube.retry import ApiRetry
 
 log = logging.getLogger(__name__)
 
@@ -436,8 +438,16 @@ def _watch(
         def keep(pod: PodInfo) -> bool:
             return pod.name == settings.pod_name or owned(pod)
 
+        notice = OutageNotice(
+            doing="the gate keeps serving and resumes following the release's pods",
+            emit=lambda reason, message: loop.call_soon_threadsafe(events.emit, reason, message),
+        )
         for item in follow_pods(
-            api, namespace=settings.namespace, selector=settings.release_selector, chunk_seconds=WATCH_CHUNK_SECONDS
+            api,
+            namespace=settings.namespace,
+            selector=settings.release_selector,
+            chunk_seconds=WATCH_CHUNK_SECONDS,
+            listener=notice,
         ):
             if isinstance(item, PodList):
                 own = PodList(pods=tuple(p for p in item.pods if keep(p)), resource_version=item.resource_version)
@@ -493,7 +503,9 @@ def build_gate(
 
 
 def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float] = time.monotonic) -> int:
-    own = api.get_pod(namespace=settings.namespace, name=settings.pod_name)
+    # the reads at start wait out an API outage (kube.retry) like the watch does: no crash loop for it
+    api_retry = ApiRetry(f"the gate's start in namespace {settings.namespace}")
+    own = api_retry.call(lambda: api.get_pod(namespace=settings.namespace, name=settings.pod_name))
     events = EventRecorder(
         api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=own.uid if own else "")
     )
@@ -506,7 +518,7 @@ def run_gate(api: GateApi, settings: GateSettings, *, clock: Callable[[], float]
         reraise=True,
     ):
         with attempt:
-            gate.controller.start()
+            api_retry.call(gate.controller.start)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

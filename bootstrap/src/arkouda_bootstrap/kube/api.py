@@ -71,6 +71,8 @@ class ContainerState:
     reason: str = ""
     message: str = ""
     exit_code: int | None = None
+    # status.containerStatuses[].restartCount: the kubelet started the container again (the supervisor's evidence)
+    restart_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -332,12 +334,14 @@ def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
     state = _d(cs.get("state"))
     name = _s(cs.get("name"))
     ready = bool(cs.get("ready"))
+    restarts = _int_or_none(cs.get("restartCount")) or 0
     if (waiting := state.get("waiting")) is not None:
         w = _d(waiting)
         return ContainerState(
             name=name,
             state="waiting",
             ready=ready,
+            restart_count=restarts,
             reason=_s(w.get("reason")),
             message=_s(w.get("message")),
         )
@@ -348,13 +352,14 @@ def _container_from_json(cs: Mapping[str, Any]) -> ContainerState:
             name=name,
             state="terminated",
             ready=ready,
+            restart_count=restarts,
             reason=_s(t.get("reason")),
             message=_s(t.get("message")),
             exit_code=int(code) if code is not None else None,
         )
     if state.get("running") is not None:
-        return ContainerState(name=name, state="running", ready=ready)
-    return ContainerState(name=name, state="unknown", ready=ready)
+        return ContainerState(name=name, state="running", ready=ready, restart_count=restarts)
+    return ContainerState(name=name, state="unknown", ready=ready, restart_count=restarts)
 
 
 def event_from_watch(raw: Mapping[str, Any]) -> PodEvent | None:
@@ -404,6 +409,15 @@ WATCH_GRACE_SECONDS = 15
 _RAW_OBJECT = "object"
 
 
+def _single_attempt(configuration: Any) -> Any:
+    """No retries inside the client: urllib3's default (3) would hide an API server that does not answer for up to
+    4 connect timeouts (2 minutes) before kube.retry hears of it, and a 60 s outage not at all; each failed attempt
+    must reach kube.retry at once (logged, counted, and the outage told). 0, not False: urllib3 then raises
+    MaxRetryError, which names the request."""
+    configuration.retries = 0
+    return configuration
+
+
 class KubernetesApi:
     """`KubeApi` and `ServiceApi` over the official client's public API (`CoreV1Api`, `DiscoveryV1Api` for
     EndpointSlices, `watch.Watch`)."""
@@ -445,11 +459,16 @@ class KubernetesApi:
         return self._batch
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, *, context: str | None = None) -> KubernetesApi:
+    def from_kubeconfig(
+        cls, path: str | Path, *, context: str | None = None, request_timeout: float = REQUEST_TIMEOUT_SECONDS
+    ) -> KubernetesApi:
         """Build from a kubeconfig file (used by the e2e tests and outside a cluster)."""
-        from kubernetes import config
+        from kubernetes import client, config
 
-        return cls(config.new_client_from_config(config_file=str(path), context=context))
+        # load_kube_config into our own Configuration: new_client_from_config takes none in client 29, our floor
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(path), context=context, client_configuration=configuration)
+        return cls(client.ApiClient(_single_attempt(configuration)), request_timeout=request_timeout)
 
     @classmethod
     def from_environment(cls) -> KubernetesApi:
@@ -468,7 +487,7 @@ class KubernetesApi:
                     f"({in_cluster_error}) and no usable kubeconfig ({kubeconfig_error}); set KUBECONFIG"
                 ) from None
             log.debug("using kubeconfig")
-        return cls(client.ApiClient())
+        return cls(client.ApiClient(_single_attempt(client.Configuration.get_default_copy())))
 
     # -- helpers -------------------------------------------------------------------------------------------
 

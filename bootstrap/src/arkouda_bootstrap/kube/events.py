@@ -3,7 +3,7 @@ puts on the pod it force-deleted).
 
 Reasons (docs/interfaces.md): LocalesReady, KeysPending, ProbeFailed, Launched, LocaleLost, Relaunching,
 WaitTimeout, ImpostorPod, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable,
-SecondaryNetworkMissing. Failing to emit an
+SecondaryNetworkMissing; ApiOutage when the API answers again after an outage. Failing to emit an
 Event is logged, never fatal.
 """
 
@@ -27,6 +27,8 @@ class Reason(StrEnum):
     PROBE_FAILED = "ProbeFailed"
     LAUNCHED = "Launched"
     LOCALE_LOST = "LocaleLost"
+    # a locale pod turned NotReady (the control plane's opinion) while it answers on the pod network: no stop
+    LOCALE_NOT_READY = "LocaleNotReady"
     RELAUNCHING = "Relaunching"
     WAIT_TIMEOUT = "WaitTimeout"
     # a pod with the release's labels that its StatefulSets do not own (kube.ownership): named, then ignored
@@ -65,6 +67,8 @@ class Reason(StrEnum):
     SECONDARY_NETWORK_MISSING = "SecondaryNetworkMissing"
     # the pre-launch probe ended processes a previous launch left on a host (its server pod was lost with its node)
     LEFTOVERS_ENDED = "LeftoversEnded"
+    # the Kubernetes API was unreachable for a while (how long; what waited meanwhile), once it answers again
+    API_OUTAGE = "ApiOutage"
 
 
 WARNINGS = frozenset(
@@ -86,6 +90,7 @@ WARNINGS = frozenset(
         Reason.CHECKPOINT_FAILED,
         Reason.RESTORE_FAILED,
         Reason.CHECKPOINT_SIZE_MISMATCH,
+        Reason.API_OUTAGE,
     }
 )
 

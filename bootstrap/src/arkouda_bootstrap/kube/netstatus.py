@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from arkouda_bootstrap.errors import BootstrapError, UsageError
 from arkouda_bootstrap.kube.api import KubeApi, PodInfo
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
+from arkouda_bootstrap.kube.retry import ApiRetry, Deadline
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,9 @@ def own_address(
 ) -> str:
     """This (the server's) pod's address on `attachment`: read from its pod, and if the annotation is not there
     yet, followed through a watch of this pod only for at most `grace` seconds. NetworkStatusError otherwise."""
-    own = api.get_pod(namespace=namespace, name=pod_name)
+    # an outage is waited out (kube.retry), here as in the wait for the locales that follows
+    retry = ApiRetry(f"pod {pod_name} in namespace {namespace}", clock=clock, sleep=sleep)
+    own = retry.call(lambda: api.get_pod(namespace=namespace, name=pod_name))
     if own is None:
         raise NetworkStatusError(
             f"pod {pod_name} (this server pod) was not found in namespace {namespace} while looking up its address "
@@ -200,7 +203,7 @@ def own_address(
     except NetworkStatusMissingError as exc:
         last = exc
         log.info("%s; waiting up to %gs for it", exc, grace)
-    deadline = clock() + grace
+    deadline = Deadline.after(grace, clock=clock)
     labels = {POD_NAME_LABEL: pod_name} if own.labels.get(POD_NAME_LABEL) == pod_name else own.labels
     # this very pod (its uid), not another one the selector matches or one that takes its name later
     cache = PodCache(keep=lambda pod: pod.name == pod_name and pod.uid == own.uid)

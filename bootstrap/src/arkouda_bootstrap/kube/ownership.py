@@ -10,11 +10,13 @@ idle gate) gives an `OwnedBy` to its `PodCache` as the `keep` filter, and each i
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable
 
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import KubeApi, PodInfo
+from arkouda_bootstrap.kube.retry import ApiRetry
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,10 @@ def impostor_message(pod: PodInfo, statefulsets: Iterable[str]) -> str:
 class OwnedBy:
     """A `PodCache` keep filter: True for the pods of the named StatefulSets (their UIDs read once, and again when
     a pod names a StatefulSet of the same name with another UID: it was re-created), False for any other pod,
-    which is reported once per pod UID to `on_impostor(pod, message)`."""
+    which is reported once per pod UID to `on_impostor(pod, message)`.
+
+    The first read waits out an API outage (kube.retry: every follower starts with it, and none may exit for an
+    outage); a later read that fails keeps the cached UID, so the watch it runs in is never held up."""
 
     def __init__(
         self,
@@ -43,12 +48,16 @@ class OwnedBy:
         namespace: str,
         statefulsets: Iterable[str],
         on_impostor: Callable[[PodInfo, str], None] | None = None,
+        retry: ApiRetry | None = None,
     ) -> None:
         self._api = api
         self._namespace = namespace
         self._names = tuple(statefulsets)
         self._on_impostor = on_impostor
-        self._uids: dict[str, str | None] = {name: self._read_uid(name) for name in self._names}
+        first = retry or ApiRetry(f"StatefulSets {', '.join(self._names)} in namespace {namespace}")
+        self._uids: dict[str, str | None] = {
+            name: first.call(functools.partial(self._read_uid, name)) for name in self._names
+        }
         self._rechecked: set[str] = set()  # owner UIDs already compared with a fresh read of the StatefulSet
         self._named: set[str] = set()  # pod UIDs already reported
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from arkouda_bootstrap.kube.api import ApiUnavailableError, GoneError, KubeApi, PodEvent, PodInfo, PodList
-from arkouda_bootstrap.kube.retry import ApiRetry
+from arkouda_bootstrap.kube.retry import ApiRetry, Deadline, OutageListener
 
 log = logging.getLogger(__name__)
 
@@ -53,21 +53,28 @@ def follow_pods(
     namespace: str,
     selector: str,
     chunk_seconds: int,
-    deadline: float | None = None,
+    deadline: Deadline | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
     stop: threading.Event | None = None,
+    listener: OutageListener | None = None,
 ) -> Generator[PodList | PodEvent | ChunkEnded, None, None]:
     """Yield the pod list (again after every 410), then each pod change, and a ChunkEnded after every watch
     request. Bookmarks only move the resourceVersion.
 
     An API that cannot answer (ApiUnavailableError) is retried per kube.retry: a failed list is made again, a
-    failed watch resumes from the last resourceVersion seen. Without a `deadline` that goes on until `stop` is set
-    (then the iteration ends); with one (of `clock`) the watch requests are cut to the time left, the iteration
-    ends when it has passed, and an API still unreachable then raises its last error. Other API errors
-    (ForbiddenError, ...) propagate at once."""
+    failed watch resumes from the last resourceVersion seen, and `listener` hears when an outage begins and ends.
+    That goes on until `stop` is set (then the iteration ends). With a `deadline` (of `clock`) the watch requests
+    are cut to the time left and the iteration ends when it has passed; an outage pauses it (kube.retry.Deadline),
+    so only an outage that began after it had passed raises its last error. Other API errors (ForbiddenError, ...)
+    propagate at once."""
     retry = ApiRetry(
-        f"pods {selector} in namespace {namespace}", clock=clock, sleep=sleep, deadline=deadline, stop=stop
+        f"pods {selector} in namespace {namespace}",
+        clock=clock,
+        sleep=sleep,
+        deadline=deadline,
+        stop=stop,
+        listener=listener,
     )
     try:
         while True:  # one iteration per (re)list
@@ -76,14 +83,14 @@ def follow_pods(
             rv = listing.resource_version
             try:
                 while stop is None or not stop.is_set():  # one iteration per watch request
-                    if deadline is not None and clock() >= deadline:
+                    if deadline is not None and deadline.passed():
                         return
                     started, seen = clock(), 0
                     for attempt in retry.attempts():
                         with attempt:
                             seconds = chunk_seconds
                             if deadline is not None:  # a retry's last attempt comes at the deadline
-                                seconds = max(1, min(chunk_seconds, int(deadline - clock() + 0.999)))
+                                seconds = max(1, min(chunk_seconds, int(deadline.left() + 0.999)))
                             for event in api.watch_pods(
                                 namespace=namespace, selector=selector, resource_version=rv, timeout_seconds=seconds
                             ):
@@ -93,6 +100,7 @@ def follow_pods(
                                     rv = event.resource_version
                                 if event.pod is not None:
                                     yield event
+                    retry.request_succeeded()  # a watch that ended without an event is an answer too
                     if seen == 0 and clock() - started < 1:
                         sleep(1)  # a server that ends watches at once must not turn this into a busy loop
                     yield ChunkEnded(resource_version=rv)

@@ -24,6 +24,7 @@ from arkouda_bootstrap.errors import EXIT_TIMEOUT, BootstrapError
 from arkouda_bootstrap.kube.api import ApiUnavailableError, EventInfo, KubeApi, PodInfo, PodList
 from arkouda_bootstrap.kube.netstatus import Addresses
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
+from arkouda_bootstrap.kube.retry import Deadline, OutageListener
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,7 @@ def wait_for_locales(
     addresses: Addresses | None = None,
     keep: Callable[[PodInfo], bool] | None = None,
     statefulset: str | None = None,
+    listener: OutageListener | None = None,
 ) -> list[PodInfo]:
     """Block until `expected` locale pods are Ready with an IP; return them in ordinal order.
 
@@ -209,7 +211,9 @@ def wait_for_locales(
 
     `on_ready` is called once per pod name and IP as soon as that locale is seen Ready (the server starts its
     ssh probe there, while the others are still coming up). Raises WaitTimeoutError (with the last progress
-    line) when `timeout` seconds pass first; an unreachable API is retried until then (kube.retry).
+    line) when `timeout` seconds pass first. Time the API was unreachable does not count (kube.retry.Deadline):
+    the locales cannot be seen then, nor mostly scheduled or started, so the timeout would judge the control
+    plane, not the release; the outage is retried for as long as it lasts and told to `listener`.
 
     With `addresses` (a secondary network) a locale counts as Ready once its address there is known; a Ready
     locale still without it after the grace of `addresses` raises its NetworkStatusError (checked at every watch
@@ -220,7 +224,7 @@ def wait_for_locales(
     once per EVENTS_MIN_INTERVAL."""
     if expected <= 0:
         return []
-    deadline = clock() + timeout
+    deadline = Deadline.after(timeout, clock=clock)
     last_line = ""
     last_line_at: float | None = None
     events_broken = False
@@ -244,6 +248,9 @@ def wait_for_locales(
             last_events_fetch = now
             try:
                 events_cache[key] = api.list_pod_events(namespace=namespace, pod_name=pod.name)
+            except ApiUnavailableError as exc:  # an outage: the watch sees it too; ask again next time
+                log.debug("pod Events not read: %s", exc)
+                return []
             except BootstrapError as exc:  # reasons from Events are a nicety, not a requirement
                 log.warning("not showing pod Events in progress lines: %s", exc)
                 events_broken = True
@@ -262,6 +269,9 @@ def wait_for_locales(
             last_refusal_fetch = now
             try:
                 refusal = creation_refused(api.list_statefulset_events(namespace=namespace, name=statefulset))
+            except ApiUnavailableError as exc:
+                log.debug("StatefulSet Events not read: %s", exc)
+                return refusal
             except BootstrapError as exc:
                 log.warning("not showing StatefulSet Events in progress lines: %s", exc)
                 events_broken = True
@@ -315,6 +325,7 @@ def wait_for_locales(
                 deadline=deadline,
                 clock=clock,
                 sleep=sleep,
+                listener=listener,
             )
         ) as followed:
             for item in followed:
@@ -339,10 +350,16 @@ def wait_for_locales(
                     return result
                 if addresses is not None:
                     addresses.check()
-                if clock() >= deadline:
+                if deadline.passed():
                     break
-    except ApiUnavailableError as exc:  # follow_pods retried it until the deadline
+    except ApiUnavailableError as exc:  # an outage that began after the deadline had passed
         shown = f"; last: {last_line}" if last_line else ""
-        raise WaitTimeoutError(f"timed out after {timeout:g}s: {exc}{shown}") from None
+        raise WaitTimeoutError(f"timed out after {_waited(timeout, deadline)}: {exc}{shown}") from None
     check(cache.pods, force=True)
-    raise WaitTimeoutError(f"timed out after {timeout:g}s: {last_line}")
+    raise WaitTimeoutError(f"timed out after {_waited(timeout, deadline)}: {last_line}")
+
+
+def _waited(timeout: float, deadline: Deadline) -> str:
+    if deadline.excluded < 1:
+        return f"{timeout:g}s"
+    return f"{timeout:g}s (not counting {deadline.excluded:.0f}s while the Kubernetes API was unreachable)"

@@ -22,8 +22,11 @@ from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.kube import netstatus
 from arkouda_bootstrap.kube.api import ForbiddenError, KubeApi, PodInfo, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
+from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.kube.ownership import OwnedBy
+from arkouda_bootstrap.kube.retry import ApiRetry
 from arkouda_bootstrap.server import discovery, launch, workdir
+from arkouda_bootstrap.server.liveness import Liveness, Target
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
 from arkouda_bootstrap.ssh import probe as sshprobe
@@ -128,6 +131,11 @@ def prepare_server(
                     addresses=addresses,
                     keep=owned,
                     statefulset=settings.locale_statefulset or None,
+                    listener=OutageNotice(
+                        doing="the server waits for its locales (the wait deadline, --timeout, is paused)",
+                        report=report,
+                        emit=recorder.emit,
+                    ),
                 )
         except discovery.WaitTimeoutError as exc:
             recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
@@ -173,7 +181,7 @@ def prepare_server(
     if work_dir is not None:
         with recorder.on_error(Reason.WORK_DIR_UNUSABLE):
             workdir.prepare(work_dir, token=token)
-    return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident)
+    return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident, owned=owned)
 
 
 def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.Host:
@@ -183,7 +191,8 @@ def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.
 def _own_uid(api: KubeApi, settings: ServerSettings) -> str:
     """The server pod's uid ties Events to it for `kubectl describe`; without `get pods` they still get created."""
     try:
-        own = api.get_pod(namespace=settings.namespace, name=settings.pod_name)
+        retry = ApiRetry(f"pod {settings.pod_name} in namespace {settings.namespace}")  # an outage is waited out
+        own = retry.call(lambda: api.get_pod(namespace=settings.namespace, name=settings.pod_name))
     except BootstrapError as exc:
         log.warning("Events will not carry the pod uid: %s", exc)
         return ""
@@ -290,6 +299,14 @@ def _launch_supervised(
             selector=settings.selector,
             locales=prepared.locales,
             owned=prepared.owned,
+            listener=OutageNotice(
+                doing="the program runs on and the supervisor resumes following the locales", emit=recorder.emit
+            ),
+            # row 9 of the supervisor's decision table: the locales' sshd, at the addresses the launcher uses
+            liveness=Liveness(
+                {h.pod: Target(pod=h.pod, address=h.address, port=settings.port) for h in prepared.hosts[1:]}
+            ),
+            on_note=lambda message: recorder.emit(Reason.LOCALE_NOT_READY, message),
         )
         if prepared.locales
         else None
