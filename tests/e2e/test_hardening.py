@@ -83,6 +83,10 @@ def test_install(kube: Kube, ns: str) -> None:
     log.info("helm install --wait took %.1fs", time.monotonic() - t0)
     wait_for("the first launch", lambda: launches(kube, ns) >= 1, timeout=READY_TIMEOUT, interval=1,
              describe=lambda: kube.describe_pods(ns) + "\n" + event_lines(kube, ns))
+    # the release's own pods are no impostors to its gate (nodewatch included; the gate follows it no more)
+    wrong = [f"{e.involved_object.name}: {e.message}" for e in kube.core.list_namespaced_event(ns).items
+             if e.reason == "ImpostorPod"]
+    assert not wrong, wrong
 
 
 def impostor_pod(real: Any) -> client.V1Pod:
