@@ -8,6 +8,7 @@ version; this replays what it sends, for the stand-in's tests.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import zmq
@@ -106,3 +107,19 @@ class Session:
 
     def names(self) -> list[str]:
         return [e["name"] for e in json.loads(self.ok("info", {"names": "__AllSymbols__"}))]
+
+
+def connected_session(port: int, *, tries: int = 100, timeout: float = 60) -> Session:
+    """A Session whose `connect` was answered: the server listens only once its GASNet job is up, so a request
+    that times out is made again on a fresh socket (a REQ socket cannot send twice), up to `tries` times."""
+    for _ in range(tries - 1):
+        session = Session(port, timeout=timeout)
+        try:
+            session.ok("connect")
+            return session
+        except zmq.Again:
+            session.close()
+            time.sleep(0.2)
+    session = Session(port, timeout=timeout)
+    session.ok("connect")  # the last try's zmq.Again reaches the caller
+    return session

@@ -20,19 +20,11 @@ PART = re.compile(
     re.M,
 )
 DRIVER = """
-import sys, time
+import sys
 sys.path.insert(0, "/tmp")
-import zmq
-from akrequests import Session
+from akrequests import connected_session
 
-for _ in range(100):  # the server listens once the GASNet job is up
-    s = Session(5555, timeout=60)
-    try:
-        s.ok("connect")
-        break
-    except zmq.Again:
-        s.close()
-        time.sleep(0.2)
+s = connected_session(5555)  # the server listens once the GASNet job is up
 a = s.array("int64", "q", list(range(1000)))
 f = s.array("float64", "d", [0.5] * 10)
 print("save:", s.ok("save_checkpoint", {"name": "cp", "path": ".akdata", "mode": "overwrite"}))
@@ -61,19 +53,11 @@ while [ "$i" -lt "$n" ]; do
 done
 """
 PER_POD_DRIVER = """
-import sys, time
+import sys
 sys.path.insert(0, "/tmp")
-import zmq
-from akrequests import Session
+from akrequests import connected_session
 
-for _ in range(100):
-    s = Session(5555, timeout=60)
-    try:
-        s.ok("connect")
-        break
-    except zmq.Again:
-        s.close()
-        time.sleep(0.2)
+s = connected_session(5555)  # the server listens once the GASNet job is up
 a = s.array("int64", "q", [1, 2, 3])
 print("save:", s.msg("save_checkpoint", {"name": "cp", "path": ".akdata", "mode": "overwrite"})["msg"])
 print("name:", a.name)
