@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kubehelpers import Kube, helm, wait_for_default_service_account
+from kubehelpers import REPO_ROOT, Kube, helm, wait_for_default_service_account
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,34 @@ def pytest_configure(config: pytest.Config) -> None:
         "disruptive: the module changes the cluster under every other module (stops nodes): it runs alone, after "
         "the concurrent phase (tests/e2e/run.sh)",
     )
+
+
+# The local cluster's daemons (hack/cluster): a failed test shows which of them are gone, so a run whose only record
+# is its output says whether the product or the test host failed.
+CLUSTER_STATUS = REPO_ROOT / "hack" / "cluster" / "status.sh"
+FAILED_ANY: list[str] = []
+
+
+def cluster_status(*args: str) -> str | None:
+    """status.sh's report, or None where there is no local cluster to ask (another cluster such as kind, not
+    root)."""
+    if not CLUSTER_STATUS.is_file() or os.geteuid() != 0:
+        return None
+    try:
+        proc = subprocess.run([str(CLUSTER_STATUS), *args], capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        return f"{CLUSTER_STATUS.name} did not answer in 60 s"
+    return None if proc.returncode == 2 else (proc.stdout + proc.stderr).rstrip()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome: Any = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.failed:
+        status = cluster_status()
+        if status is not None:
+            report.sections.append(("local cluster at the failure", status))
 
 
 @dataclass
@@ -55,18 +84,24 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         t.worker = str(node.gateway.id)
     if report.when == "call" or report.outcome != "passed":
         t.outcomes[report.outcome] = t.outcomes.get(report.outcome, 0) + 1
+    if report.failed:
+        FAILED_ANY.append(report.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not MODULE_TIMES:
-        return
-    terminalreporter.section("per-module times (wall: first setup to last teardown)")
-    begin = min(t.start for t in MODULE_TIMES.values())
-    for module, t in sorted(MODULE_TIMES.items(), key=lambda kv: -(kv[1].stop - kv[1].start)):
-        outcomes = ", ".join(f"{n} {o}" for o, n in sorted(t.outcomes.items()))
-        terminalreporter.write_line(
-            f"{t.stop - t.start:7.1f} s  {module:<36} worker {t.worker:<4} "
-            f"from +{t.start - begin:6.1f} s to +{t.stop - begin:6.1f} s  ({outcomes})")
+    if MODULE_TIMES:
+        terminalreporter.section("per-module times (wall: first setup to last teardown)")
+        begin = min(t.start for t in MODULE_TIMES.values())
+        for module, t in sorted(MODULE_TIMES.items(), key=lambda kv: -(kv[1].stop - kv[1].start)):
+            outcomes = ", ".join(f"{n} {o}" for o, n in sorted(t.outcomes.items()))
+            terminalreporter.write_line(
+                f"{t.stop - t.start:7.1f} s  {module:<36} worker {t.worker:<4} "
+                f"from +{t.start - begin:6.1f} s to +{t.stop - begin:6.1f} s  ({outcomes})")
+    if FAILED_ANY:
+        # last, where a CI log cut to its end still shows it
+        status = cluster_status("--brief")
+        if status is not None:
+            terminalreporter.write_line(f"after {len(FAILED_ANY)} failed test report(s): {status}")
 
 
 @pytest.fixture(scope="session")
