@@ -1,20 +1,23 @@
 """An API server outage is not a lost locale (docs/node-loss.md, "An API server outage is not a node loss"): the
-API server is stopped for 60 s by the cluster's own script (`hack/cluster/component.sh stop|start kube-apiserver`,
-with the flags up.sh starts it with), first while a release is Ready and serving, then while its server waits for
-its locales. No pod, node or process of the release is touched.
+API server is stopped once for 60 s by the cluster's own script (`hack/cluster/component.sh stop|start
+kube-apiserver`, with the flags up.sh starts it with), while one release is Ready and serving and another's server
+waits for its locales. No pod, node or process of either release is touched.
 
-- Ready and serving: no relaunch (the `Launched` count and the program's pid unchanged, that process still
+- Ready and serving (`ao`): no relaunch (the `Launched` count and the program's pid unchanged, that process still
   running), no container restart in the release, a client that connected before the outage (a pod in the
   release's namespace, on one ZeroMQ connection) is answered after it, and `helm test` passes.
-- Waiting for its locales (their StatefulSet scaled to 0 until after the outage): no container restart, the
-  outage named in the server's progress, Ready once the locales start.
+- Waiting for its locales (`aw`, its locale StatefulSet scaled to 0 until after the outage): no container
+  restart, the outage named in the server's progress, Ready once the locales start.
 
-Marked disruptive: every module's API calls fail while the API server is stopped, so it runs alone.
+One outage serves both (each costs a minute and the nodes' NotReady round trip). Marked disruptive: every module's
+API calls fail while the API server is stopped, so it runs alone.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,10 +29,8 @@ from kubehelpers import CHART, REPO_ROOT, VALUES, Kube, all_ready, helm, image_a
 
 pytestmark = pytest.mark.disruptive
 
-RELEASE = "ao"
-SERVER_POD = f"{RELEASE}-arkouda-server-0"
-RELEASE_SEL = release_pods(RELEASE)
-LOCALE_STS = f"{RELEASE}-arkouda-locale"
+SERVING = "ao"
+WAITING = "aw"
 COMPONENT = REPO_ROOT / "hack" / "cluster" / "component.sh"
 OUTAGE_SECONDS = 60
 CLIENT = "ao-outage-client"
@@ -67,6 +68,14 @@ while time.time() < end:
 """
 
 
+# What the outage test saw before and when the API server answered again, for the tests that check each release.
+BEFORE: dict[str, Any] = {}
+
+
+def server_pod(release: str) -> str:
+    return f"{release}-arkouda-server-0"
+
+
 @pytest.fixture(scope="module")
 def ns(make_namespace: Any) -> str:
     if not COMPONENT.is_file():
@@ -77,10 +86,17 @@ def ns(make_namespace: Any) -> str:
 
 @pytest.fixture
 def outage() -> Iterator[None]:
-    """Stops the API server; the test ends the outage with `end_outage()`, and the API server is started again
+    """The test stops the API server and ends the outage with `end_outage()`; the API server is started again
     whatever happens."""
     yield
     run([str(COMPONENT), "start", "kube-apiserver"], timeout=300)
+
+
+@pytest.fixture
+def after_outage() -> dict[str, Any]:
+    if "back" not in BEFORE:
+        pytest.skip("the outage did not happen (see test_one_outage_under_both_releases)")
+    return BEFORE
 
 
 def stop_api() -> float:
@@ -96,13 +112,13 @@ def end_outage(stopped: float) -> float:
     return back
 
 
-def restarts(kube: Kube, ns: str) -> dict[str, int]:
+def restarts(kube: Kube, ns: str, release: str) -> dict[str, int]:
     return {f"{p.metadata.name}/{c.name}": c.restart_count
-            for p in kube.pods(ns, RELEASE_SEL) for c in (p.status.container_statuses or [])}
+            for p in kube.pods(ns, release_pods(release)) for c in (p.status.container_statuses or [])}
 
 
-def launched(kube: Kube, ns: str) -> list[str]:
-    return [str(e.message) for e in kube.events_for(ns, SERVER_POD) if e.reason == "Launched"]
+def launched(kube: Kube, ns: str, release: str) -> list[str]:
+    return [str(e.message) for e in kube.events_for(ns, server_pod(release)) if e.reason == "Launched"]
 
 
 def program_pid(messages: list[str]) -> int:
@@ -112,8 +128,8 @@ def program_pid(messages: list[str]) -> int:
 
 
 def alive_in_server(ns: str, pid: int) -> bool:
-    return run(["kubectl", "-n", ns, "exec", SERVER_POD, "-c", "server", "--", "test", "-d", f"/proc/{pid}"],
-               timeout=60, check=False).returncode == 0
+    return run(["kubectl", "-n", ns, "exec", server_pod(SERVING), "-c", "server", "--", "test", "-d",
+                f"/proc/{pid}"], timeout=60, check=False).returncode == 0
 
 
 def nodes_ready(kube: Kube) -> bool:
@@ -126,12 +142,12 @@ def events(kube: Kube, ns: str, reason: str) -> list[str]:
 
 
 def start_client(kube: Kube, ns: str) -> None:
-    """A client pod in the release's namespace (server.networkPolicy.clientFrom lets any in) that keeps one
+    """A client pod in the serving release's namespace (server.networkPolicy.clientFrom lets any in) that keeps one
     connection open, in the release's own image (its stand-in client library). Not with the release's labels: the
     gate would name it an ImpostorPod."""
     sc = {"runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
           "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-    server = kube.core.read_namespaced_pod(SERVER_POD, ns)
+    server = kube.core.read_namespaced_pod(server_pod(SERVING), ns)
     image = next(c.image for c in server.spec.containers if c.name == "server")
     pod = {
         "apiVersion": "v1", "kind": "Pod",
@@ -139,7 +155,7 @@ def start_client(kube: Kube, ns: str) -> None:
                      "labels": {"app": CLIENT}},
         "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [{
             "name": "client", "image": image, "imagePullPolicy": "Never",
-            "command": ["python3", "-c", CLIENT_SCRIPT, f"tcp://{RELEASE}-arkouda-server:5555", str(CLIENT_SECONDS)],
+            "command": ["python3", "-c", CLIENT_SCRIPT, f"tcp://{SERVING}-arkouda-server:5555", str(CLIENT_SECONDS)],
             "securityContext": sc}]},
     }
     kube.core.create_namespaced_pod(ns, pod)
@@ -155,14 +171,14 @@ def client_answers(kube: Kube, ns: str) -> list[int]:
 
 
 def since_relaunch(kube: Kube, ns: str) -> str:
-    """The server's log since its last relaunch decision (empty before the first)."""
-    log = kube.logs(ns, SERVER_POD, "server")
+    """The waiting release's server log since its last relaunch decision (empty before the first)."""
+    log = kube.logs(ns, server_pod(WAITING), "server")
     at = log.rfind("relaunching when all locales are Ready again")
     return "" if at < 0 else log[at:]
 
 
 def client_story(kube: Kube, ns: str) -> str:
-    gate = run(["kubectl", "-n", ns, "logs", f"deploy/{RELEASE}-arkouda-gate", "--tail=30"], check=False)
+    gate = run(["kubectl", "-n", ns, "logs", f"deploy/{SERVING}-arkouda-gate", "--tail=30"], check=False)
     try:
         client = kube.logs(ns, CLIENT, "client")
     except ApiException as exc:
@@ -170,46 +186,63 @@ def client_story(kube: Kube, ns: str) -> str:
     return f"client log:\n{client[-2000:]}\ngate log:\n{gate.stdout[-3000:]}{gate.stderr[-500:]}"
 
 
-def test_install_and_serve(kube: Kube, ns: str) -> None:
-    helm("install", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
-         "--wait", "--timeout", "8m", timeout=600)
-    kube.watch_pods_until(ns, RELEASE_SEL, all_ready(3), timeout=120, what="3 Ready pods of the release")
-    wait_for("the first launch", lambda: launched(kube, ns), timeout=180)
+def install_args(release: str, ns: str) -> list[str]:
+    return ["helm", "install", release, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
+            "--wait", "--timeout", "8m"]
+
+
+def test_install_both_releases(kube: Kube, ns: str) -> None:
+    # the two installs side by side: each waits mostly for its own pods to start
+    waiting = subprocess.Popen(install_args(WAITING, ns), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    try:
+        helm(*install_args(SERVING, ns)[1:], timeout=600)
+    finally:
+        out, _ = waiting.communicate(timeout=600)
+    assert waiting.returncode == 0, f"helm install {WAITING} failed:\n{out}"
+    for release in (SERVING, WAITING):
+        kube.watch_pods_until(ns, release_pods(release), all_ready(3), timeout=120,
+                              what=f"3 Ready pods of {release}")
+        wait_for(f"the first launch of {release}", functools.partial(launched, kube, ns, release), timeout=180)
     start_client(kube, ns)
     wait_for("the client's first answer", lambda: client_answers(kube, ns), timeout=120,
              describe=lambda: client_story(kube, ns))
+    # no locale pods of the waiting release until after the outage: its server stops the program and waits
+    run(["kubectl", "-n", ns, "scale", "statefulset", f"{WAITING}-arkouda-locale", "--replicas=0"])
+    wait_for(f"{WAITING}'s server waiting for its locales again",
+             lambda: "locales ready; waiting for" in since_relaunch(kube, ns), timeout=120)
 
 
-def test_an_outage_while_serving_stops_nothing(kube: Kube, ns: str, outage: None) -> None:
-    before_launched, before_restarts = launched(kube, ns), restarts(kube, ns)
-    pid = program_pid(before_launched)
+def test_one_outage_under_both_releases(kube: Kube, ns: str, outage: None) -> None:
+    launches = launched(kube, ns, SERVING)
+    BEFORE.update(launched=launches, pid=program_pid(launches),
+                  restarts={r: restarts(kube, ns, r) for r in (SERVING, WAITING)},
+                  waiting_uid=kube.core.read_namespaced_pod(server_pod(WAITING), ns).metadata.uid)
     stopped = stop_api()
-    back = end_outage(stopped)
+    BEFORE["back"] = end_outage(stopped)
     wait_for("every node Ready again", lambda: nodes_ready(kube), timeout=180)
+
+
+def test_the_serving_release_stopped_nothing(kube: Kube, ns: str, after_outage: dict[str, Any]) -> None:
     time.sleep(20)  # the node controller's NotReady marks and the supervisor's answer to them come and go
-    assert launched(kube, ns) == before_launched, events(kube, ns, "LocaleLost")
-    assert alive_in_server(ns, pid), f"pid {pid} of the program is gone"
-    assert restarts(kube, ns) == before_restarts
-    wait_for("an answer to the client after the outage", lambda: [t for t in client_answers(kube, ns) if t > back],
+    assert launched(kube, ns, SERVING) == after_outage["launched"], events(kube, ns, "LocaleLost")
+    assert alive_in_server(ns, after_outage["pid"]), f"pid {after_outage['pid']} of the program is gone"
+    assert restarts(kube, ns, SERVING) == after_outage["restarts"][SERVING]
+    wait_for("an answer to the client after the outage",
+             lambda: [t for t in client_answers(kube, ns) if t > after_outage["back"]],
              timeout=60, describe=lambda: client_story(kube, ns))
     print(f"  LocaleNotReady: {events(kube, ns, 'LocaleNotReady')}\n  ApiOutage: {events(kube, ns, 'ApiOutage')}")
-    helm("test", RELEASE, "-n", ns, "--timeout", "5m", timeout=400)
+    helm("test", SERVING, "-n", ns, "--timeout", "5m", timeout=400)
 
 
-def test_an_outage_while_the_server_waits_for_its_locales(kube: Kube, ns: str, outage: None) -> None:
-    before = restarts(kube, ns)
-    server_uid = kube.core.read_namespaced_pod(SERVER_POD, ns).metadata.uid
-    # no locale pods until after the outage: the server stops the program (its locales were deleted) and waits
-    run(["kubectl", "-n", ns, "scale", "statefulset", LOCALE_STS, "--replicas=0"])
-    wait_for("the server waiting for its locales again",
-             lambda: "locales ready; waiting for" in since_relaunch(kube, ns), timeout=120)
-    stopped = stop_api()
-    end_outage(stopped)
-    run(["kubectl", "-n", ns, "scale", "statefulset", LOCALE_STS, "--replicas=2"])
-    kube.watch_pods_until(ns, RELEASE_SEL, all_ready(3), timeout=240, what="3 Ready pods of the release")
+def test_the_waiting_release_rode_through(kube: Kube, ns: str, after_outage: dict[str, Any]) -> None:
+    run(["kubectl", "-n", ns, "scale", "statefulset", f"{WAITING}-arkouda-locale", "--replicas=2"])
+    kube.watch_pods_until(ns, release_pods(WAITING), all_ready(3), timeout=240, what=f"3 Ready pods of {WAITING}")
     # the same server pod (not evicted and replaced after the nodes' NotReady), its containers never restarted
-    assert kube.core.read_namespaced_pod(SERVER_POD, ns).metadata.uid == server_uid, events(kube, ns, "Killing")
-    assert {k: v for k, v in restarts(kube, ns).items() if "locale" not in k} == \
+    assert kube.core.read_namespaced_pod(server_pod(WAITING), ns).metadata.uid == after_outage["waiting_uid"], \
+        events(kube, ns, "Killing")
+    before = after_outage["restarts"][WAITING]
+    assert {k: v for k, v in restarts(kube, ns, WAITING).items() if "locale" not in k} == \
         {k: v for k, v in before.items() if "locale" not in k}
     log = since_relaunch(kube, ns)
     assert "the Kubernetes API is unreachable" in log and "the Kubernetes API answers again after" in log, log[-3000:]
@@ -217,4 +250,5 @@ def test_an_outage_while_the_server_waits_for_its_locales(kube: Kube, ns: str, o
 
 def test_uninstall(kube: Kube, ns: str) -> None:
     run(["kubectl", "-n", ns, "delete", "pod", CLIENT, "--ignore-not-found", "--wait=false"])
-    helm("uninstall", RELEASE, "-n", ns, "--wait", "--timeout", "3m", timeout=240)
+    for release in (SERVING, WAITING):
+        helm("uninstall", release, "-n", ns, "--wait", "--timeout", "3m", timeout=240)
