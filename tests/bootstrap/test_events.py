@@ -34,6 +34,7 @@ def test_reasons_and_types() -> None:
         ("RunFailed", "Warning"),
         ("LocalesReleased", "Normal"),
         ("LocalesKept", "Warning"),
+        ("LocalesRequested", "Normal"),
         ("NodeLost", "Warning"),
         ("SecretInvalid", "Warning"),
         ("RbacMissing", "Warning"),

@@ -55,7 +55,11 @@ def fake_cluster() -> FakeKube:
         ready=False,
         phase="Pending",
         conditions=(
-            PodCondition(type="PodScheduled", status="False", message="0/1 nodes are available: 1 Insufficient cpu."),
+            PodCondition(
+                type="PodScheduled",
+                status="False",
+                message="0/1 nodes are available: 1 Insufficient cpu.",
+            ),
         ),
     )
     api.script(api.event("MODIFIED", make_pod("r-arkouda-locale-0", ip="127.0.0.2")))
@@ -144,7 +148,12 @@ def run_server(test_user: pwd.struct_passwd, shared_dir: Path, loopback_sshd: tu
     for all three "pods" (127.0.0.1-3 on loopback) and fake_cluster(); a test passes its own api, Secret or port."""
     secret_dir, port = loopback_sshd
     return functools.partial(
-        run_server_as, uid=test_user.pw_uid, gid=test_user.pw_gid, base=shared_dir, secret_dir=secret_dir, port=port
+        run_server_as,
+        uid=test_user.pw_uid,
+        gid=test_user.pw_gid,
+        base=shared_dir,
+        secret_dir=secret_dir,
+        port=port,
     )
 
 
@@ -183,11 +192,17 @@ def test_server_propagates_exit_code(run_server: ServerRun) -> None:
 
 
 def test_server_writes_this_launchs_token_over_a_stale_one(
-    test_user: pwd.struct_passwd, shared_dir: Path, loopback_sshd: tuple[Path, int], run_server: ServerRun
+    test_user: pwd.struct_passwd,
+    shared_dir: Path,
+    loopback_sshd: tuple[Path, int],
+    run_server: ServerRun,
 ) -> None:
     secret_dir, _ = loopback_sshd
     with_token = shared_dir / "secret-with-token"
-    write_secret_dir(with_token, {p.name: p.read_bytes() for p in secret_dir.iterdir()} | {keys.TOKEN: b"t0k3n-abc\n"})
+    write_secret_dir(
+        with_token,
+        {p.name: p.read_bytes() for p in secret_dir.iterdir()} | {keys.TOKEN: b"t0k3n-abc\n"},
+    )
     # Arkouda prefers <cwd>/.arkouda/tokens.txt over its environment: a file left by an earlier run must not win
     stale = shared_dir / "work" / ".arkouda"
     stale.mkdir(parents=True)
@@ -225,7 +240,14 @@ def test_server_terminates_program_when_a_locale_is_lost(run_server: ServerRun) 
 
 
 # the Events of a run, a lost locale, and the relaunch in place
-RELAUNCHED = ["LocalesReady", "Launched", "LocaleLost", "Relaunching", "LocalesReady", "Launched"]
+RELAUNCHED = [
+    "LocalesReady",
+    "Launched",
+    "LocaleLost",
+    "Relaunching",
+    "LocalesReady",
+    "Launched",
+]
 
 
 def assert_two_runs_on_every_host(shared_dir: Path, test_user: pwd.struct_passwd, log: str) -> None:
@@ -277,7 +299,10 @@ def test_server_relaunches_on_the_real_pod_and_names_an_impostor_with_the_lost_l
         api.event("ADDED", copy),
         api.event("ADDED", make_pod("r-arkouda-locale-1", ip="127.0.0.3", uid="second")),
     )
-    code, log, events = run_server(api=api, env={"ARKBS_SLEEP": "60", "ARKOUDA_LOCALE_STATEFULSET": "r-arkouda-locale"})
+    code, log, events = run_server(
+        api=api,
+        env={"ARKBS_SLEEP": "60", "ARKOUDA_LOCALE_STATEFULSET": "r-arkouda-locale"},
+    )
     assert code == 0, log
     named = (
         "ignoring pod r-arkouda-locale-1-copy (uid uid-copy): it carries this release's labels but is not a pod of "
@@ -291,7 +316,10 @@ def test_server_relaunches_on_the_real_pod_and_names_an_impostor_with_the_lost_l
 
 
 def test_server_probe_failure_names_host_and_pod(shared_dir: Path, run_server: ServerRun) -> None:
-    other = write_secret_dir(shared_dir / "other-secret", keys.build_secret_data(release="other", with_token=False))
+    other = write_secret_dir(
+        shared_dir / "other-secret",
+        keys.build_secret_data(release="other", with_token=False),
+    )
     code, log, events = run_server(secret_dir=other)
     assert code == 1, log
     error = [line for line in log.splitlines() if line.startswith("arkouda-bootstrap: error:")]
@@ -393,6 +421,72 @@ def test_server_wait_timeout_lists_what_is_missing(
     assert events[0]["type"] == "Warning"
 
 
+class ScaledLocales(FakeKube):
+    """A FakeKube whose locale StatefulSet's scale acts on its pods: 0 deletes them, 2 brings both Ready (the
+    StatefulSet controller's part, done at once)."""
+
+    def set_replicas(self, *, namespace: str, statefulset: str, replicas: int) -> None:
+        super().set_replicas(namespace=namespace, statefulset=statefulset, replicas=replicas)
+        for name in list(self.pods):
+            del self.pods[name]
+        if replicas == 2:
+            for name, ip in LOCALE_IPS.items():
+                self.pods[name] = make_pod(name, ip=ip)
+
+
+def test_server_gives_its_locales_back_after_a_wait_timeout_and_launches_once_they_come(
+    run_server: ServerRun,
+) -> None:
+    api = ScaledLocales(block=True, replicas={"r-arkouda-locale": 2})
+    api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="127.0.0.3")  # locale-0 never comes
+    code, log, events = run_server(
+        api=api,
+        extra_argv=[
+            "--timeout",
+            "1",
+            "--locale-statefulset",
+            "r-arkouda-locale",
+            "--release-backoff",
+            "1",
+        ],
+        env={"ARKBS_EXIT": "0"},
+    )
+    assert code == 0, log
+    assert [e["reason"] for e in events] == [
+        "WaitTimeout",
+        "LocalesReleased",
+        "LocalesRequested",
+        "LocalesReady",
+        "Launched",
+    ]
+    released = events[1]["message"]
+    assert "1/2 locales ready; waiting for r-arkouda-locale-0 (not created yet)" in released
+    assert "scaled StatefulSet r-arkouda-locale to 0" in released
+    # (the server runs in a child process: its Events, emitted after each scale succeeded, are what the test sees)
+    assert "asked StatefulSet r-arkouda-locale for 2 locale pod(s) again" in events[2]["message"]
+    assert "-nl 3" in events[4]["message"]
+
+
+def test_server_without_a_release_backoff_exits_at_the_wait_timeout_and_keeps_the_locales(
+    run_server: ServerRun,
+) -> None:
+    api = ScaledLocales(block=True, replicas={"r-arkouda-locale": 2})
+    api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="127.0.0.3")
+    code, log, events = run_server(
+        api=api,
+        extra_argv=[
+            "--timeout",
+            "1",
+            "--locale-statefulset",
+            "r-arkouda-locale",
+            "--release-backoff",
+            "0",
+        ],
+    )
+    assert code == 3, log
+    assert [e["reason"] for e in events] == ["WaitTimeout"]
+
+
 ARBITRARY_UID = 1000690000
 
 
@@ -429,7 +523,11 @@ def test_arbitrary_uid_without_passwd_entry(
     )
     assert code == 0, log
     ran = (shared_dir / "out" / "ran").read_text().splitlines()
-    assert ran == ["ok 127.0.0.1 arkouda", "ok 127.0.0.2 arkouda", "ok 127.0.0.3 arkouda"]
+    assert ran == [
+        "ok 127.0.0.1 arkouda",
+        "ok 127.0.0.2 arkouda",
+        "ok 127.0.0.3 arkouda",
+    ]
 
 
 def test_server_launches_with_the_client_side_of_the_secret_only(

@@ -8,10 +8,11 @@ locales than there are nodes. The module skips, saying why, on a one-node cluste
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ PROBE_IMAGE = "localhost/arkouda-k8s/cluster-smoke:1"  # static busybox with nc,
 BANNER = "SSH-2.0-"
 OVER = "mn4"  # the release that asks for one locale more than there are nodes
 OVER_WAIT_S = 30
+OVER_BACKOFF_S = 15  # its server's back-off after the timeout (waits 15-30 s)
 
 
 def spread_values(release: str) -> dict[str, Any]:
@@ -206,35 +208,56 @@ def server_priority(kube: Kube) -> Iterator[str]:
     api.delete_priority_class(name)
 
 
-def test_one_locale_more_than_nodes_ends_in_wait_timeout(kube: Kube, ns: str, nodes: list[str], tmp_path: Path,
-                                                         server_priority: str) -> None:
+def test_one_locale_more_than_nodes_ends_in_wait_timeout_and_gives_the_nodes_back(
+        kube: Kube, ns: str, nodes: list[str], tmp_path: Path, server_priority: str) -> None:
     """numLocales = nodes + 1 with bare-metal's anti-affinity: one locale pod cannot be scheduled. The server's
-    progress line names it with the scheduler's reason, then it gives up with a WaitTimeout Event."""
+    progress line names it with the scheduler's reason, then it gives up with a WaitTimeout Event, scales its
+    locale StatefulSet to 0 (LocalesReleased: no locale pod of it holds a node while it backs off) and asks again
+    after server.releaseBackoffSeconds (LocalesRequested)."""
     n = len(nodes) + 1
     values = spread_values(OVER)
     values["global"] = {"numLocales": n}
     values["server"]["waitTimeoutSeconds"] = OVER_WAIT_S
+    values["server"]["releaseBackoffSeconds"] = OVER_BACKOFF_S
     values["server"]["priorityClassName"] = server_priority
     path = write_values(tmp_path, OVER, values)
     helm("install", OVER, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), "-f", str(path), *image_args(),
          timeout=300)
     server = f"{OVER}-arkouda-server-0"
+    locales = f"{release_pods(OVER)},app.kubernetes.io/component=locale"
 
-    def timed_out() -> list[Any]:
-        return [e for e in kube.events_for(ns, server) if e.reason == "WaitTimeout"]
+    def one_pending(pods: list[Any]) -> bool:
+        unscheduled = [p.metadata.name for p in pods if p.spec.node_name is None]
+        return len(pods) == n and len(unscheduled) == 1 and unscheduled[0] != server
 
-    events = wait_for("a WaitTimeout Event on the server pod", timed_out, timeout=OVER_WAIT_S + 240, interval=3,
-                      describe=lambda: kube.describe_pods(ns, release_pods(OVER)))
+    placed = kube.watch_pods_until(ns, release_pods(OVER), one_pending, timeout=OVER_WAIT_S + 120,
+                                   what="every pod but one locale scheduled")
+    pending = next(p.metadata.name for p in placed if p.spec.node_name is None)
+    log.info("placement: %s", {p.metadata.name: p.spec.node_name for p in placed})
+
+    def reason(name: str) -> Callable[[], list[Any]]:
+        return lambda: [e for e in kube.events_for(ns, server) if e.reason == name]
+
+    describe = functools.partial(kube.describe_pods, ns, release_pods(OVER))
+    events = wait_for("a WaitTimeout Event on the server pod", reason("WaitTimeout"), timeout=OVER_WAIT_S + 240,
+                      interval=3, describe=describe)
     message = str(events[0].message)
     log.info("WaitTimeout: %s", message)
-    placement = {p.metadata.name: p.spec.node_name for p in kube.pods(ns, release_pods(OVER))}
-    log.info("placement: %s", placement)
-    pending = [name for name, node in placement.items() if node is None]
-    assert len(pending) == 1 and pending[0] != server, f"expected one unscheduled locale pod: {placement}"
-    line = re.compile(rf"waiting for [^\n]*{re.escape(pending[0])} \(Pending: [^\n]*anti-affinity")
+    line = re.compile(rf"waiting for [^\n]*{re.escape(pending)} \(Pending: [^\n]*anti-affinity")
     logs = _server_logs(kube, ns, server)
-    assert line.search(logs), f"no progress line naming {pending[0]} and the scheduler's reason:\n{logs[-3000:]}"
-    assert pending[0] in message and "anti-affinity" in message, message
+    assert line.search(logs), f"no progress line naming {pending} and the scheduler's reason:\n{logs[-3000:]}"
+    assert pending in message and "anti-affinity" in message, message
+    released = wait_for("a LocalesReleased Event", reason("LocalesReleased"), timeout=60, interval=2,
+                        describe=describe)
+    log.info("LocalesReleased: %s", released[0].message)
+    t0 = time.monotonic()
+    kube.watch_pods_until(ns, locales, lambda pods: not pods, timeout=120, what=f"no locale pod of {OVER} left")
+    log.info("no locale pod of %s holds a node %.1f s after LocalesReleased was seen", OVER, time.monotonic() - t0)
+    requested = wait_for("a LocalesRequested Event after the back-off", reason("LocalesRequested"),
+                         timeout=2 * OVER_BACKOFF_S + 60, interval=2, describe=describe)
+    log.info("LocalesRequested: %s", requested[0].message)
+    kube.watch_pods_until(ns, locales, lambda pods: len(pods) == n - 1, timeout=120,
+                          what=f"{n - 1} locale pods of {OVER} again")
     helm("uninstall", OVER, "-n", ns, "--wait", "--timeout", "3m", timeout=300)
 
 

@@ -35,6 +35,9 @@ DEFAULT_SECRET_POLL_SECONDS = 2
 # Relaunches in place after a lost locale, in a row, before the server exits for Kubernetes to restart it
 # (with the kubelet's back-off); a program that ran RELAUNCH_RESET_SECONDS starts a fresh count.
 DEFAULT_MAX_RELAUNCHES = 5
+# After a wait timeout the server gives its locale pods back for this long (randomized up to twice) before it asks
+# again (server.giveback): two releases that each got part of a cluster do not hold each other's nodes forever.
+DEFAULT_RELEASE_BACKOFF = 60
 RELAUNCH_RESET_SECONDS = 600.0
 # The exporter: Arkouda's metrics socket (its default METRICS_SERVER_PORT) and the HTTP port of /metrics.
 DEFAULT_METRICS_PORT = 5556
@@ -159,6 +162,8 @@ class ServerSettings:
     connect_timeout: int = DEFAULT_CONNECT_TIMEOUT
     probe_attempts: int = DEFAULT_PROBE_ATTEMPTS
     max_relaunches: int = DEFAULT_MAX_RELAUNCHES
+    # after a wait timeout: locales released, asked for again after this many seconds (x1-2); 0 exits instead
+    release_backoff: float = float(DEFAULT_RELEASE_BACKOFF)
     slurm: SlurmSource | None = None
     # a secondary network's NetworkAttachmentDefinition (<name> or <ns>/<name>): the hosts' addresses come from it
     network_attachment: str = ""

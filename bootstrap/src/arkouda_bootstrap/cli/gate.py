@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from arkouda_bootstrap import config
 from arkouda_bootstrap.cli.options import Opt, Subcommand, Values
@@ -14,7 +14,7 @@ from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.kube.api import KubeApi, resolve_namespace
 
 if TYPE_CHECKING:
-    from arkouda_bootstrap.gate.main import GateApi
+    pass
 
 GATE = [
     Opt(
@@ -247,7 +247,7 @@ def run(v: Values, command: Sequence[str], api_factory: Callable[[], KubeApi]) -
     from arkouda_bootstrap.gate.main import run_gate
 
     gate = replace(gate_settings(v, namespace=""), namespace=resolve_namespace(v.raw("namespace")))
-    return run_gate(cast("GateApi", api_factory()), gate)
+    return run_gate(api_factory(), gate)
 
 
 COMMAND = Subcommand(

@@ -159,6 +159,16 @@ SERVER = [
         config.DEFAULT_MAX_RELAUNCHES,
         doc=f"relaunches in place after lost locales, in a row, before exiting {EXIT_LOCALE_LOST}",
     ),
+    Opt(
+        "release_backoff",
+        "--release-backoff",
+        "ARKOUDA_RELEASE_BACKOFF",
+        "with --locale-statefulset: after a wait timeout scale it to 0, wait this long (s, randomized up to twice) "
+        "and ask for the locales again; 0 exits instead",
+        config.DEFAULT_RELEASE_BACKOFF,
+        doc="with `--locale-statefulset`: after a wait timeout, scale it to 0 (its pods free their nodes), wait "
+        "this long (s, randomized up to twice) and ask for the locales again; 0 exits at the timeout instead",
+    ),
 ]
 # --scale-down-when-done: the launcher of a Kubernetes Job
 JOB = [
@@ -313,6 +323,7 @@ def server_settings(v: Values, *, namespace: str, command: Sequence[str]) -> Ser
         connect_timeout=v.integer("connect_timeout", minimum=1, maximum=600),
         probe_attempts=v.integer("probe_attempts", minimum=1, maximum=100),
         max_relaunches=v.integer("max_relaunches", minimum=0, maximum=1000),
+        release_backoff=float(v.integer("release_backoff", minimum=0, maximum=86400)),
         slurm=slurm,
         network_attachment=network_attachment,
     )

@@ -169,7 +169,7 @@ class ScaleApi(ReplicaSetter, Protocol):
         ...
 
 
-class KubeApi(ReplicaSetter, Protocol):
+class KubeApi(ScaleApi, Protocol):
     """The operations the bootstrap performs against the API server (namespaced, least privilege)."""
 
     def list_pods(self, *, namespace: str, selector: str) -> PodList: ...

@@ -39,6 +39,9 @@ class Reason(StrEnum):
     RUN_FAILED = "RunFailed"
     LOCALES_RELEASED = "LocalesReleased"
     LOCALES_KEPT = "LocalesKept"
+    # the server's wait timed out: its locale StatefulSet went to 0 (LocalesReleased, above) and, after a
+    # back-off, is asked for its locale pods again (server.giveback)
+    LOCALES_REQUESTED = "LocalesRequested"
     # a pod stuck terminating on a lost node was force-deleted so that its StatefulSet recreates it
     NODE_LOST = "NodeLost"
     SECRET_INVALID = "SecretInvalid"

@@ -26,6 +26,7 @@ from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.retry import ApiRetry
 from arkouda_bootstrap.server import discovery, launch, workdir
+from arkouda_bootstrap.server.giveback import GiveBack
 from arkouda_bootstrap.server.liveness import Liveness, Target
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
@@ -216,13 +217,27 @@ def run_server(
     A lost locale stops the program; the server then waits for the locales again and relaunches in place, so
     recovery does not pay a container restart and the kubelet's growing restart back-off (10 s, 20 s, 40 s, …
     for every further loss). After `max_relaunches` losses in a row (each run shorter than
-    RELAUNCH_RESET_SECONDS) it exits non-zero and leaves the back-off to Kubernetes."""
+    RELAUNCH_RESET_SECONDS) it exits non-zero and leaves the back-off to Kubernetes.
+
+    With a locale StatefulSet and a release back-off, a wait that times out gives the locale pods back and asks
+    again after the back-off (server.giveback) instead of exiting with them still holding their nodes."""
     recorder = EventRecorder(
         api, PodRef(namespace=settings.namespace, name=settings.pod_name, uid=_own_uid(api, settings))
     )
+    give_back = _give_back(api, settings, recorder=recorder, report=report)
+    if give_back is not None:
+        with recorder.on_error(Reason.RBAC_MISSING, of=ForbiddenError):
+            give_back.restore_if_released()
     losses_in_a_row = 0
     while True:
-        prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
+        try:
+            prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
+        except discovery.WaitTimeoutError as exc:
+            if give_back is None:
+                raise
+            with recorder.on_error(Reason.RBAC_MISSING, of=ForbiddenError):
+                give_back.release_and_wait(str(exc))
+            continue
         if not prepared.plan.argv:
             report(f"launcher none: wrote {settings.state_dir} (ssh_config, hostfile); no command given")
             return 0
@@ -252,6 +267,24 @@ def run_server(
         )
         report(message)
         recorder.emit(Reason.RELAUNCHING, message)
+
+
+def _give_back(
+    api: KubeApi, settings: ServerSettings, *, recorder: EventRecorder, report: Callable[[str], None]
+) -> GiveBack | None:
+    """The release's locales given back after a wait timeout (--release-backoff > 0 with --locale-statefulset)."""
+    if not settings.locale_statefulset or settings.release_backoff <= 0 or settings.num_locales < 2:
+        return None
+    return GiveBack(
+        api=api,
+        namespace=settings.namespace,
+        statefulset=settings.locale_statefulset,
+        replicas=settings.num_locales - 1,
+        backoff=settings.release_backoff,
+        emit_released=lambda message: recorder.emit(Reason.LOCALES_RELEASED, message),
+        emit_requested=lambda message: recorder.emit(Reason.LOCALES_REQUESTED, message),
+        report=report,
+    )
 
 
 def _owned(

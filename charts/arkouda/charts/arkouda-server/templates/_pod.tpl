@@ -169,6 +169,10 @@ spec:
           value: {{ .Values.sshPrewarm | quote }}
         - name: ARKOUDA_MAX_RELAUNCHES
           value: {{ .Values.maxRelaunches | quote }}
+        {{- if and (gt (.Values.global.numLocales | int) 1) (not (include "arkouda-server.mpiJob" .)) }}
+        - name: ARKOUDA_RELEASE_BACKOFF
+          value: {{ .Values.releaseBackoffSeconds | quote }}
+        {{- end }}
         {{- if eq $mode "mpi" }}
         - name: ARKOUDA_LAUNCHER
           value: mpi
