@@ -28,6 +28,7 @@ def test_reasons_and_types() -> None:
         ("LocaleLost", "Warning"),
         ("LocaleNotReady", "Normal"),
         ("Relaunching", "Normal"),
+        ("LocaleUnreachable", "Warning"),
         ("WaitTimeout", "Warning"),
         ("ImpostorPod", "Warning"),
         ("RunSucceeded", "Normal"),
