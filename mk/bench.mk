@@ -11,11 +11,11 @@ BENCH_LAUNCH_LOCALES ?= 2,8,32
 BENCH_GATE_REPEATS ?= 5
 BENCH_PY = PYTHONPATH=$(REPO_ROOT)/bench/src:$(PYTHONPATH) $(PY) -m arkouda_bench --results-dir $(RESULTS_DIR) --repo-root $(REPO_ROOT)
 
-BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-report
+BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-report
 LINT_TARGETS += lint-bench
 TEST_TARGETS += test-bench
 
-.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-report lint-bench test-bench
+.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-report lint-bench test-bench
 
 bench-start: venv
 	@rm -rf $(RESULTS_DIR)/parts
@@ -55,6 +55,18 @@ bench-launch: venv ## amudprun start → all locales past the GASNet barrier, ss
 # KUBECONFIG and the images loaded, i.e. make e2e-prepare).
 bench-gate: venv ## idle gate rows: round-trip overhead and 256 MiB throughput vs direct; BENCH_GATE_CLUSTER=1: wake/sleep on the node
 	@$(BENCH_PY) gate --repeats $(BENCH_GATE_REPEATS) $(if $(BENCH_GATE_CLUSTER),--cluster)
+
+# Lossless sleep on the local 3-node cluster (global.idle.checkpoint on its ReadWriteMany hostPath class): the gate's
+# save and load of 64 and 512 MiB, and a wake with and without the load; same guard as bench-launch.
+bench-checkpoint: venv ## checkpoint rows: save/load of 64 and 512 MiB through the gate, wake with and without the load
+	@mkdir -p $(RESULTS_DIR)
+	@echo "bench-checkpoint: make e2e-prepare (log: $(RESULTS_DIR)/checkpoint-prepare.log)"
+	@if $(MAKE) e2e-prepare > $(RESULTS_DIR)/checkpoint-prepare.log 2>&1; then \
+	  KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(BENCH_PY) checkpoint --repeats $(BENCH_REPEATS); \
+	else \
+	  reason="$$(grep -v '^make' $(RESULTS_DIR)/checkpoint-prepare.log | tail -n 1)"; \
+	  $(BENCH_PY) checkpoint --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/checkpoint-prepare.log)"; \
+	fi
 
 bench-report: venv ## Merge the bench parts into $(RESULTS_DIR)/bench.{csv,json} and print the table
 	@$(BENCH_PY) report

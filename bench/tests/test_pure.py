@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from arkouda_bench.apiserver import AUDIT_POLICY, BOOTSTRAP_USER
+from arkouda_bench.checkpointcluster import event_seconds
 from arkouda_bench.cluster import (
     HOSTNAME_KEY,
     check_placement,
@@ -155,3 +156,14 @@ def test_release_ready_counts_the_server_and_locale_pods_not_the_gate_or_nodewat
     assert release_ready(launch + others, locales=4)
     assert not release_ready(launch[:3] + others, locales=4)  # a locale pod still missing
     assert not release_ready([*launch[:3], _bench_pod("locale", ready=False), *others], locales=4)
+
+
+def test_the_gate_events_give_their_seconds() -> None:
+    saved = "saved 4 array(s), 512.0 MiB in 3.4 s to /shared/.arkouda/checkpoints/ckpt-arkouda-gate-nl3"
+    assert event_seconds(saved) == 3.4
+    assert event_seconds("loaded the checkpoint /shared/x (64.0 MiB) in 12 s") == 12.0
+
+
+def test_a_gate_event_without_seconds_is_an_error_not_a_zero() -> None:
+    with pytest.raises(BenchSetupError, match="no 'in <seconds> s'"):
+        event_seconds("saved 4 array(s), 64.0 MiB to /shared/x")

@@ -140,6 +140,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--not-run", metavar="REASON", default="", help=argparse.SUPPRESS)
 
+    c = sub.add_parser(
+        "checkpoint",
+        help="lossless sleep on the local 3-node cluster: the gate's save and load of 64 and 512 MiB, "
+        "wake with and without the load",
+    )
+    c.add_argument("--repeats", type=_positive, default=3)
+    c.add_argument(
+        "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
+    )
+    c.add_argument(
+        "--not-run",
+        metavar="REASON",
+        default="",
+        help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
+    )
+
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(
         "--markdown", action="store_true", help="print the table as Markdown (for bench/README.md)"
@@ -197,8 +213,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.write_part(results_dir, "scale", rows, facts=facts)
             print(results.render_table(rows))
             return 0
-        if args.part in ("cluster", "launch", "gate"):
-            part_rows = {"cluster": _cluster_rows, "launch": _launch_rows, "gate": _gate_rows}[args.part]
+        if args.part in ("cluster", "launch", "gate", "checkpoint"):
+            part_rows = {
+                "cluster": _cluster_rows,
+                "launch": _launch_rows,
+                "gate": _gate_rows,
+                "checkpoint": _checkpoint_rows,
+            }[args.part]
             rows = part_rows(args, command)
             results.write_part(results_dir, args.part, rows, facts=facts)
             print(results.render_table(rows))
@@ -239,6 +260,17 @@ def _gate_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
             kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
         )
     return rows
+
+
+def _checkpoint_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
+    from arkouda_bench import checkpointcluster  # noqa: PLC0415 - needs the kubernetes client only here
+
+    kubeconfig, reason = _kubeconfig_reason(args)
+    if reason or kubeconfig is None:
+        return checkpointcluster.not_run_rows(reason, command)
+    return checkpointcluster.run(
+        kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
+    )
 
 
 def _kubeconfig_reason(args: argparse.Namespace) -> tuple[Path | None, str]:
