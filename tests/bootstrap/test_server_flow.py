@@ -434,23 +434,19 @@ class ScaledLocales(FakeKube):
                 self.pods[name] = make_pod(name, ip=ip)
 
 
+def run_with_locale_0_missing(run_server: ServerRun, *, backoff: int) -> tuple[int, str, list[dict[str, str]]]:
+    """The server with --timeout 1 and --release-backoff `backoff`; locale-1 Ready, locale-0 never created until
+    the StatefulSet is scaled (ScaledLocales)."""
+    api = ScaledLocales(block=True, replicas={"r-arkouda-locale": 2})
+    api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="127.0.0.3")
+    flags = ["--timeout", "1", "--locale-statefulset", "r-arkouda-locale", "--release-backoff", str(backoff)]
+    return run_server(api=api, extra_argv=flags, env={"ARKBS_EXIT": "0"})
+
+
 def test_server_gives_its_locales_back_after_a_wait_timeout_and_launches_once_they_come(
     run_server: ServerRun,
 ) -> None:
-    api = ScaledLocales(block=True, replicas={"r-arkouda-locale": 2})
-    api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="127.0.0.3")  # locale-0 never comes
-    code, log, events = run_server(
-        api=api,
-        extra_argv=[
-            "--timeout",
-            "1",
-            "--locale-statefulset",
-            "r-arkouda-locale",
-            "--release-backoff",
-            "1",
-        ],
-        env={"ARKBS_EXIT": "0"},
-    )
+    code, log, events = run_with_locale_0_missing(run_server, backoff=1)
     assert code == 0, log
     assert [e["reason"] for e in events] == [
         "WaitTimeout",
@@ -470,19 +466,7 @@ def test_server_gives_its_locales_back_after_a_wait_timeout_and_launches_once_th
 def test_server_without_a_release_backoff_exits_at_the_wait_timeout_and_keeps_the_locales(
     run_server: ServerRun,
 ) -> None:
-    api = ScaledLocales(block=True, replicas={"r-arkouda-locale": 2})
-    api.pods["r-arkouda-locale-1"] = make_pod("r-arkouda-locale-1", ip="127.0.0.3")
-    code, log, events = run_server(
-        api=api,
-        extra_argv=[
-            "--timeout",
-            "1",
-            "--locale-statefulset",
-            "r-arkouda-locale",
-            "--release-backoff",
-            "0",
-        ],
-    )
+    code, log, events = run_with_locale_0_missing(run_server, backoff=0)
     assert code == 3, log
     assert [e["reason"] for e in events] == ["WaitTimeout"]
 

@@ -213,26 +213,23 @@ def probe_host(
         )
 
     def before(state: RetryCallState) -> None:
+        waiting: tuple[str, float] | None = None
         if pending_seen and policy.keys_deadline is not None:
-            left = max(0.0, policy.keys_deadline - clock())
-            log.info(
-                "probe %s (%s): attempt %d (waiting for the pod to reload the keys; %.0fs left until the deadline)",
-                host.address,
-                host.pod,
-                state.attempt_number,
-                left,
-            )
+            waiting = ("waiting for the pod to reload the keys", policy.keys_deadline)
         elif unreachable_seen and policy.unreachable_deadline is not None:
-            left = max(0.0, policy.unreachable_deadline - clock())
-            log.info(
-                "probe %s (%s): attempt %d (waiting for it to answer; %.0fs left until the deadline)",
-                host.address,
-                host.pod,
-                state.attempt_number,
-                left,
-            )
-        else:
+            waiting = ("waiting for it to answer", policy.unreachable_deadline)
+        if waiting is None:
             log.info("probe %s (%s): attempt %d/%d", host.address, host.pod, counted + 1, policy.attempts)
+            return
+        why, deadline = waiting
+        log.info(
+            "probe %s (%s): attempt %d (%s; %.0fs left until the deadline)",
+            host.address,
+            host.pod,
+            state.attempt_number,
+            why,
+            max(0.0, deadline - clock()),
+        )
 
     def after(state: RetryCallState) -> None:
         nonlocal counted, pending_seen, unreachable_seen
