@@ -216,11 +216,24 @@ pid_alive() {
   [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$exe")" ]]
 }
 
-# start NAME BINARY ARGS...: start a daemon in its own session, log to $LOGS/NAME.log, record "PID BINARY".
+# Daemons started under supervise.sh (started again when they exit, as a real cluster's kubelet restarts its static
+# control-plane pods): the two that exit by design on conditions they expect a restart to cure.
+SUPERVISED="kube-scheduler kube-controller-manager"
+supervised() { [[ " $SUPERVISED " == *" $1 "* ]]; }
+
+# start NAME BINARY ARGS...: start a daemon in its own session, log to $LOGS/NAME.log, record "PID BINARY" (a
+# supervised one: supervise.sh records its current process, and its own PID in $RUN/NAME.supervisor).
 start() {
   local name="$1" exe="$2"; shift 2
   if pid_alive "$name"; then log "$name already running (pid $(cut -d' ' -f1 "$RUN/$name.pid"))"; return 0; fi
   [[ -x "$exe" ]] || die "$exe is missing: run 'make cluster-tools'"
+  if supervised "$name"; then
+    stop_supervisor "$name"
+    rm -f "$RUN/$name.pid"
+    set -- "$exe" "$@"
+    exe="$CLUSTER_HACK/supervise.sh"
+    set -- "$RUN/$name.pid" "$@"
+  fi
   # The daemon must not inherit any open file beyond stdio: a lock fd of whoever started us (cluster_lock's fd 9,
   # or the fd of a `flock FILE make cluster-up` wrapper) would stay locked for the daemon's whole life, and every
   # later cluster-up/down or lock user would wait forever.
@@ -236,18 +249,42 @@ start() {
     done
     exec setsid "${pre[@]}" "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
   ) &
+  if supervised "$name"; then
+    echo "$!" >"$RUN/$name.supervisor"
+    for _ in $(seq 1 50); do pid_alive "$name" && break; sleep 0.1; done
+    pid_alive "$name" || die "$name did not start under supervise.sh (see $LOGS/$name.log)"
+    log "$name started under supervise.sh (pid $(cut -d' ' -f1 "$RUN/$name.pid"), log $LOGS/$name.log)"
+    return 0
+  fi
   echo "$! $exe" >"$RUN/$name.pid"
   log "$name started (pid $!, log $LOGS/$name.log)"
 }
 
-# stop NAME: SIGTERM the process recorded in $RUN/NAME.pid, SIGKILL after 15 s.
+# stop_supervisor NAME: end supervise.sh of NAME (no restart after this), whatever its daemon's state.
+stop_supervisor() {
+  local name="$1" sup
+  [[ -f "$RUN/$name.supervisor" ]] || return 0
+  read -r sup <"$RUN/$name.supervisor"
+  if [[ -n "$sup" && -e "/proc/$sup" ]]; then
+    touch "$RUN/$name.pid.stop"
+    kill -TERM "$sup" 2>/dev/null || true
+    for _ in $(seq 1 40); do [[ -e /proc/$sup ]] || break; sleep 0.5; done
+    [[ -e /proc/$sup ]] && kill -KILL "$sup" 2>/dev/null || true
+  fi
+  rm -f "$RUN/$name.supervisor" "$RUN/$name.pid.stop"
+}
+
+# stop NAME: SIGTERM the process recorded in $RUN/NAME.pid, SIGKILL after 15 s (a supervised one: its
+# supervisor is told first that this exit is the last).
 stop() {
   local name="$1" pid
-  pid_alive "$name" || { rm -f "$RUN/$name.pid"; return 0; }
+  [[ -f "$RUN/$name.supervisor" ]] && touch "$RUN/$name.pid.stop"
+  pid_alive "$name" || { stop_supervisor "$name"; rm -f "$RUN/$name.pid"; return 0; }
   read -r pid _ <"$RUN/$name.pid"
   kill -TERM "$pid" 2>/dev/null || true
   for _ in $(seq 1 30); do [[ -e /proc/$pid ]] || break; sleep 0.5; done
   [[ -e /proc/$pid ]] && kill -KILL "$pid" 2>/dev/null || true
+  stop_supervisor "$name"
   rm -f "$RUN/$name.pid"
   log "stopped $name (pid $pid)"
 }

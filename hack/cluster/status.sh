@@ -14,16 +14,21 @@ brief=0
 [[ "${1:-}" != --brief ]] || brief=1
 [[ -d "$CLUSTER_DIR/run" ]] || { echo "local cluster: not up ($CLUSTER_DIR/run missing)"; exit 2; }
 
-total=0 gone=()
+total=0 gone=() restarted=()
 report() {  # report NODE_LABEL: the daemons of the node node_ctx selected
-  local pidf name pid
+  local pidf name pid restarts
   for pidf in "$RUN"/*.pid; do
     [[ -e "$pidf" ]] || continue
     name="$(basename "$pidf" .pid)"
     total=$((total + 1))
     read -r pid _ <"$pidf" || pid="?"
+    restarts=""
+    if supervised "$name"; then
+      restarts=", started again $(grep -c '^\[supervise\] .* exited' "$LOGS/$name.log" 2>/dev/null || true) time(s)"
+      if [[ "$restarts" != ", started again 0 time(s)" ]]; then restarted+=("$name on $1${restarts#,}"); fi
+    fi
     if pid_alive "$name"; then
-      (( brief )) || printf '  %-24s %-24s running (pid %s)\n' "$1" "$name" "$pid"
+      (( brief )) || printf '  %-24s %-24s running (pid %s%s)\n' "$1" "$name" "$pid" "$restarts"
     else
       gone+=("$name on $1")
       (( brief )) && continue
@@ -41,9 +46,11 @@ for i in $(extra_nodes); do
   report "$THIS_NAME"
 done
 if (( brief )); then
-  if (( ${#gone[@]} == 0 )); then echo "local cluster: all $total daemons run"
-  else echo "local cluster: ${#gone[@]} of $total daemons gone: $(IFS=,; echo "${gone[*]}")"
+  if (( ${#gone[@]} == 0 )); then line="local cluster: all $total daemons run"
+  else line="local cluster: ${#gone[@]} of $total daemons gone: $(IFS=,; echo "${gone[*]}")"
   fi
+  (( ${#restarted[@]} == 0 )) || line+="; supervise.sh started again: $(IFS=,; echo "${restarted[*]}")"
+  echo "$line"
 else
   echo "nodes:"
   node_ctx 0
