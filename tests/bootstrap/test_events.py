@@ -28,7 +28,6 @@ def test_reasons_and_types() -> None:
         ("LocaleLost", "Warning"),
         ("LocaleNotReady", "Normal"),
         ("Relaunching", "Normal"),
-        ("LocaleUnreachable", "Warning"),
         ("WaitTimeout", "Warning"),
         ("ImpostorPod", "Warning"),
         ("RunSucceeded", "Normal"),

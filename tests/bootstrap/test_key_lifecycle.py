@@ -327,8 +327,6 @@ def run_probe(
     deadline: float | None,
     clock: Clock,
     pending: list[str] | None = None,
-    unreachable_deadline: float | None = None,
-    unreachable: list[str] | None = None,
 ) -> None:
     monkeypatch.setattr(sshprobe, "probe", scripted)
     data = release_secret()
@@ -348,15 +346,8 @@ def run_probe(
         user="u",
         keys=keys_now,
         timeout=1,
-        policy=ssh.RetryPolicy(
-            attempts=3,
-            initial_delay=0.0,
-            max_delay=0.0,
-            keys_deadline=deadline,
-            unreachable_deadline=unreachable_deadline,
-        ),
+        policy=ssh.RetryPolicy(attempts=3, initial_delay=0.0, max_delay=0.0, keys_deadline=deadline),
         on_pending=None if pending is None else (lambda host, exc: pending.append(f"{host.pod}: {exc}")),
-        on_unreachable=None if unreachable is None else (lambda host, exc: unreachable.append(f"{host.pod}: {exc}")),
         clock=clock,
     )
 
@@ -391,50 +382,6 @@ def test_pending_keys_without_a_deadline_count_as_attempts(monkeypatch: pytest.M
     with pytest.raises(sshprobe.OtherSecretHostKeyError):
         run_probe(monkeypatch, scripted, deadline=None, clock=Clock())
     assert len(scripted.pinned) == 3
-
-
-def unanswered() -> sshprobe.TransientProbeError:
-    return sshprobe.TransientProbeError("pod r-locale-1 (10.0.0.5) port 2222: timed out")
-
-
-def test_an_unanswering_host_is_waited_for_until_the_unreachable_deadline_and_named_once(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.ssh.client")
-    named: list[str] = []
-    scripted = ScriptedProbe([unanswered() for _ in range(7)])  # more than the 3 attempts
-    run_probe(monkeypatch, scripted, deadline=None, clock=Clock(), unreachable_deadline=100.0, unreachable=named)
-    assert len(scripted.pinned) == 8
-    assert named == ["r-locale-1: pod r-locale-1 (10.0.0.5) port 2222: timed out"]
-    assert "waiting for it to answer; " in caplog.text
-
-
-def test_an_unanswering_host_gives_up_at_the_unreachable_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = Clock()
-    scripted = ScriptedProbe([unanswered() for _ in range(100)])
-    with pytest.raises(sshprobe.TransientProbeError, match="timed out"):
-        run_probe(monkeypatch, scripted, deadline=None, clock=clock, unreachable_deadline=30.0)
-    assert clock.now == 30.0
-    assert len(scripted.pinned) == 6
-
-
-def test_without_an_unreachable_deadline_an_unanswering_host_fails_after_the_attempts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    named: list[str] = []
-    scripted = ScriptedProbe([unanswered() for _ in range(100)])
-    with pytest.raises(sshprobe.TransientProbeError):
-        run_probe(monkeypatch, scripted, deadline=None, clock=Clock(), unreachable=named)
-    assert len(scripted.pinned) == 3
-    assert named == []
-
-
-def test_the_unreachable_deadline_does_not_wait_for_a_foreign_host_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    foreign = sshprobe.HostKeyMismatchError("pod r-locale-1 (10.0.0.5) presented a host key this release never had")
-    scripted = ScriptedProbe([unanswered(), foreign])
-    with pytest.raises(sshprobe.HostKeyMismatchError):
-        run_probe(monkeypatch, scripted, deadline=None, clock=Clock(), unreachable_deadline=1000.0)
-    assert len(scripted.pinned) == 2
 
 
 def test_a_foreign_host_key_fails_at_the_first_attempt_even_with_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:

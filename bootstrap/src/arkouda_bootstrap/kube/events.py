@@ -30,8 +30,6 @@ class Reason(StrEnum):
     # a locale pod turned NotReady (the control plane's opinion) while it answers on the pod network: no stop
     LOCALE_NOT_READY = "LocaleNotReady"
     RELAUNCHING = "Relaunching"
-    # before a relaunch: a Ready locale does not answer on ssh; waited for until the wait deadline
-    LOCALE_UNREACHABLE = "LocaleUnreachable"
     WAIT_TIMEOUT = "WaitTimeout"
     # a pod with the release's labels that its StatefulSets do not own (kube.ownership): named, then ignored
     IMPOSTOR_POD = "ImpostorPod"
@@ -81,7 +79,6 @@ WARNINGS = frozenset(
         Reason.PROBE_FAILED,
         Reason.LOCALE_LOST,
         Reason.WAIT_TIMEOUT,
-        Reason.LOCALE_UNREACHABLE,
         Reason.IMPOSTOR_POD,
         Reason.RUN_FAILED,
         Reason.LOCALES_KEPT,

@@ -64,12 +64,7 @@ def prepare_server(
     recorder: EventRecorder,
     report: Callable[[str], None] = _stdout,
     probe_policy: ssh.RetryPolicy | None = None,
-    relaunch: bool = False,
 ) -> Prepared:
-    """Everything before the launch. With `relaunch` (after a lost locale) a Ready locale that does not answer on
-    ssh is waited for until the wait deadline, named in a progress line and a `LocaleUnreachable` Event: its
-    network may come back after its pod's Ready did. At the first launch it fails after the probe's attempts
-    (`ProbeFailed`): a Ready pod that never answered is more likely a NetworkPolicy or a port than a blip."""
     ident = ensure_identity(state_dir=settings.state_dir)
     work_dir = settings.work_dir if settings.launcher is Launcher.ARKOUDA else None
     started = time.monotonic()
@@ -86,18 +81,11 @@ def prepare_server(
     # A pod of this release that has not reloaded a changed Secret yet (the kubelet takes about a minute) is
     # waited for until the wait deadline; a foreign host key still fails at once.
     policy = replace(
-        probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts),
-        keys_deadline=started + settings.timeout,
-        unreachable_deadline=started + settings.timeout if relaunch else None,
+        probe_policy or ssh.RetryPolicy(attempts=settings.probe_attempts), keys_deadline=started + settings.timeout
     )
 
     def pending(host: ssh.Host, exc: sshprobe.KeysPendingError) -> None:
         recorder.emit(Reason.KEYS_PENDING, f"{exc}; waiting for it until the wait deadline ({settings.timeout:g}s)")
-
-    def unreachable(host: ssh.Host, exc: sshprobe.ProbeError) -> None:
-        message = f"{exc}; waiting for it to answer until the wait deadline ({settings.timeout:g}s) before relaunching"
-        report(message)
-        recorder.emit(Reason.LOCALE_UNREACHABLE, message)
 
     probe = functools.partial(
         ssh.probe_host,
@@ -107,7 +95,6 @@ def prepare_server(
         timeout=float(settings.connect_timeout),
         policy=policy,
         on_pending=pending,
-        on_unreachable=unreachable,
         end_leftovers=launch.remote_program(settings.launcher, settings.command),
         on_leftovers=lambda host, n: recorder.emit(
             Reason.LEFTOVERS_ENDED,
@@ -244,14 +231,7 @@ def run_server(
     losses_in_a_row = 0
     while True:
         try:
-            prepared = prepare_server(
-                api,
-                settings,
-                recorder=recorder,
-                report=report,
-                probe_policy=probe_policy,
-                relaunch=losses_in_a_row > 0,
-            )
+            prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
         except discovery.WaitTimeoutError as exc:
             if give_back is None:
                 raise

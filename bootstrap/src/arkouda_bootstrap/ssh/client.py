@@ -167,15 +167,12 @@ class RetryPolicy:
     """`attempts` bounds the retries of transient errors. A pod of this release that has not reloaded a changed
     Secret yet (KeysPendingError) is retried until `keys_deadline` (time.monotonic()) instead: the kubelet
     delivers the change within about a minute, longer than the attempts last. Without a deadline such a pod
-    counts against `attempts` like any transient error. With `unreachable_deadline`, a host that does not answer
-    (every other transient error: a connection refused or timed out) is retried until then instead: the server
-    sets it for a relaunch after a lost locale, whose pod may be Ready while its network is not back yet."""
+    counts against `attempts` like any transient error."""
 
     attempts: int = 8
     initial_delay: float = 0.5
     max_delay: float = 8.0
     keys_deadline: float | None = None
-    unreachable_deadline: float | None = None
 
 
 def probe_host(
@@ -187,52 +184,34 @@ def probe_host(
     timeout: float,
     policy: RetryPolicy,
     on_pending: Callable[[Host, sshprobe.KeysPendingError], None] | None = None,
-    on_unreachable: Callable[[Host, sshprobe.ProbeError], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     end_leftovers: str | None = None,
     on_leftovers: Callable[[Host, int], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Probe with bounded exponential retries of transient errors; logs `attempt n/N` for each. One attempt
     (sshprobe.probe): TCP connect, key exchange, the server's host key compared with the pinned one (and, on a
     mismatch, with the release's retired ones and its release id), public-key auth, run `true`; ProbeError
     subclasses on failure. `keys` is asked before every attempt, so a Secret that changed meanwhile is used.
-    `on_pending` is called once, at the first KeysPendingError; `on_unreachable` once, at the first unanswered
-    attempt retried until `policy.unreachable_deadline`. With `end_leftovers` (a program path) the attempt also
-    ends our processes running it on the host, and `on_leftovers` hears how many when any were."""
+    `on_pending` is called once, at the first KeysPendingError. With `end_leftovers` (a program path) the
+    attempt also ends our processes running it on the host, and `on_leftovers` hears how many when any were."""
     counted = 0  # failed attempts that count against policy.attempts
     pending_seen = False
-    unreachable_seen = False
-
-    def unanswered(exc: BaseException | None) -> bool:
-        """A transient failure other than keys pending, retried until the unreachable deadline."""
-        return (
-            policy.unreachable_deadline is not None
-            and isinstance(exc, sshprobe.TransientProbeError)
-            and not isinstance(exc, sshprobe.KeysPendingError)
-        )
 
     def before(state: RetryCallState) -> None:
-        waiting: tuple[str, float] | None = None
         if pending_seen and policy.keys_deadline is not None:
-            waiting = ("waiting for the pod to reload the keys", policy.keys_deadline)
-        elif unreachable_seen and policy.unreachable_deadline is not None:
-            waiting = ("waiting for it to answer", policy.unreachable_deadline)
-        if waiting is None:
+            left = max(0.0, policy.keys_deadline - clock())
+            log.info(
+                "probe %s (%s): attempt %d (waiting for the pod to reload the keys; %.0fs left until the deadline)",
+                host.address,
+                host.pod,
+                state.attempt_number,
+                left,
+            )
+        else:
             log.info("probe %s (%s): attempt %d/%d", host.address, host.pod, counted + 1, policy.attempts)
-            return
-        why, deadline = waiting
-        log.info(
-            "probe %s (%s): attempt %d (%s; %.0fs left until the deadline)",
-            host.address,
-            host.pod,
-            state.attempt_number,
-            why,
-            max(0.0, deadline - clock()),
-        )
 
     def after(state: RetryCallState) -> None:
-        nonlocal counted, pending_seen, unreachable_seen
+        nonlocal counted, pending_seen
         outcome = state.outcome
         if outcome is None or not outcome.failed:
             return
@@ -241,10 +220,6 @@ def probe_host(
             if not pending_seen and on_pending is not None:
                 on_pending(host, exc)
             pending_seen = True
-        elif isinstance(exc, sshprobe.TransientProbeError) and unanswered(exc):
-            if not unreachable_seen and on_unreachable is not None:
-                on_unreachable(host, exc)
-            unreachable_seen = True
         else:
             counted += 1
         if isinstance(exc, sshprobe.ProbeError):  # names the pod and address itself
@@ -257,8 +232,6 @@ def probe_host(
         exc = outcome.exception() if outcome is not None and outcome.failed else None
         if isinstance(exc, sshprobe.KeysPendingError) and policy.keys_deadline is not None:
             return clock() >= policy.keys_deadline
-        if unanswered(exc) and policy.unreachable_deadline is not None:
-            return clock() >= policy.unreachable_deadline
         return counted >= policy.attempts
 
     def attempt() -> None:
@@ -287,7 +260,6 @@ def probe_host(
         before=before,
         after=after,
         reraise=True,
-        sleep=sleep,
     )
     retrying(attempt)
 
