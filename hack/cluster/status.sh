@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What of the local cluster runs: every daemon that up.sh / node.sh started (control plane, and per node
 # containerd, kubelet, kube-proxy, kube-router), alive or gone, with the last lines of a gone one's log, then the
-# Nodes as the API server reports them. Read-only and without the cluster lock, so a test can call it while a
-# disruption is under way (tests/e2e/conftest.py prints it under every failed test).
+# Nodes as the API server reports them; a supervised daemon (lib.sh SUPERVISED) also with how often supervise.sh
+# started it again. Read-only and without the cluster lock, so a test can call it while a disruption is under way
+# (tests/e2e/conftest.py prints it under every failed test).
 #   status.sh           every daemon and node; exit 0 when every daemon runs, 1 when one is gone
 #   status.sh --brief   one line: "all N daemons run" or the gone ones
 # Exit 2: no local cluster here (never brought up, or brought down).

@@ -6,15 +6,11 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from arkouda_bootstrap import config
 from arkouda_bootstrap.cli.options import Opt, Subcommand, Values
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.kube.api import KubeApi, resolve_namespace
-
-if TYPE_CHECKING:
-    pass
 
 GATE = [
     Opt(

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from arkouda_bootstrap import config
 from arkouda_bootstrap.config import Launcher, ServerSettings
@@ -33,9 +33,6 @@ from arkouda_bootstrap.ssh import client as ssh
 from arkouda_bootstrap.ssh import probe as sshprobe
 from arkouda_bootstrap.ssh import secretwatch
 from arkouda_bootstrap.ssh.identity import Identity, ensure_identity
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
