@@ -19,6 +19,7 @@ import json
 import logging
 import re
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from typing import Any
 
 import zmq
 
-from arkouda_bench.cluster import Cluster, _component
+from arkouda_bench.cluster import Cluster, Watcher, workload
 from arkouda_bench.results import Row
 from arkouda_bench.sshd import BenchSetupError
 
@@ -92,40 +93,49 @@ class Session:
         return {e["name"]: int(e["size"]) for e in json.loads(self.msg("info", {"names": "__AllSymbols__"}))}
 
 
-def _workload(pods: dict[str, Any]) -> list[Any]:
-    return [p for p in pods.values() if _component(p) in ("server", "locale")]
-
-
 class Release:
     def __init__(self, cl: Cluster, ns: str, name: str) -> None:
         self.cl, self.ns, self.name = cl, ns, name
 
-    def gate_events(self, reason: str) -> list[str]:
-        pods = self.cl.core.list_namespaced_pod(
-            self.ns, label_selector=f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=gate"
-        ).items
-        names = {p.metadata.name for p in pods}
-        events = self.cl.core.list_namespaced_event(self.ns).items
-        found = [e for e in events if e.reason == reason and e.involved_object.name in names]
+    def _gate_messages(self, events: dict[str, Any], reason: str) -> list[str]:
+        """The messages of the `reason` Events on this release's gate pods
+        (`<release>-arkouda-gate-<hash>-<id>`), oldest first."""
+        prefix = f"{self.name}-arkouda-gate-"
+        found = [e for e in events.values() if e.reason == reason and e.involved_object.kind == "Pod"
+                 and e.involved_object.name.startswith(prefix)]  # fmt: skip
         found.sort(key=lambda e: (e.metadata.creation_timestamp, e.metadata.name))
         return [str(e.message) for e in found]
 
+    def gate_events(self, reason: str) -> list[str]:
+        listed = self.cl.core.list_namespaced_event(self.ns).items
+        return self._gate_messages({e.metadata.name: e for e in listed}, reason)
+
     def wait_event(self, reason: str, *, after: int, timeout: float, containing: str = "") -> str:
         """The message of the first `reason` Event on the gate beyond the `after` already seen that contains
-        `containing` (an empty table's save after the previous repeat is not this repeat's)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            fresh = [m for m in self.gate_events(reason)[after:] if containing in m]
-            if fresh:
-                return fresh[0]
-            time.sleep(1.0)
-        raise BenchSetupError(
-            f"no new {reason} Event containing {containing!r} on the gate of {self.name} "
-            f"after {timeout:.0f} s"
-        )
+        `containing` (an empty table's save after the previous repeat is not this repeat's); list, then
+        watch."""
+        hit = threading.Event()
+        found: list[str] = []
+
+        def on_event(events: dict[str, Any], _t: float) -> None:
+            fresh = [m for m in self._gate_messages(events, reason)[after:] if containing in m]
+            if fresh and not hit.is_set():
+                found.append(fresh[0])
+                hit.set()
+
+        w = Watcher(self.cl.core.list_namespaced_event, self.ns, on_event)
+        try:
+            if not hit.wait(timeout):
+                raise BenchSetupError(
+                    f"no new {reason} Event containing {containing!r} on the gate of {self.name} "
+                    f"after {timeout:.0f} s"
+                )
+        finally:
+            w.stop()
+        return found[0]
 
     def wait_asleep(self) -> None:
-        self.cl.wait_pods(self.ns, lambda pods: not _workload(pods), timeout=IDLE_SECONDS + 300,
+        self.cl.wait_pods(self.ns, lambda pods: not workload(pods), timeout=IDLE_SECONDS + 300,
                           what=f"no server or locale pod of {self.name}")  # fmt: skip
 
     def session(self, body: Callable[[Session], None]) -> None:

@@ -86,6 +86,11 @@ def release_ready(pods: Iterable[Any], *, locales: int) -> bool:
     return len(launch_pods) == locales and all(_ready(p) for p in launch_pods)
 
 
+def workload(pods: dict[str, Any]) -> list[Any]:
+    """The server and locale pods of a watch's objects (not the gate, nodewatch or a test pod)."""
+    return [p for p in pods.values() if _component(p) in ("server", "locale")]
+
+
 def _scheduled(pod: Any) -> bool:
     return any(c.type == "PodScheduled" and c.status == "True" for c in (pod.status.conditions or []))
 
@@ -272,7 +277,7 @@ def install_once(cl: Cluster, ns: str, release: str) -> dict[str, float]:
             marks.mark("hook Job succeeded", t)
 
     def on_pods(pods: dict[str, Any], t: float) -> None:
-        rel = [p for p in pods.values() if _component(p) in ("server", "locale")]
+        rel = workload(pods)
         locales = [p for p in rel if _component(p) == "locale"]
         server = [p for p in rel if _component(p) == "server"]
         if len(locales) == expected_locales and server and all(_scheduled(p) for p in rel):

@@ -18,7 +18,7 @@ from typing import Any
 
 import zmq
 
-from arkouda_bench.cluster import Cluster, _component, _ready
+from arkouda_bench.cluster import Cluster, _ready, workload
 from arkouda_bench.results import Row
 
 log = logging.getLogger(__name__)
@@ -28,16 +28,12 @@ RELEASE = "gatebench"
 IDLE_SECONDS = 5
 
 
-def _workload(pods: dict[str, Any]) -> list[Any]:
-    return [p for p in pods.values() if _component(p) in ("server", "locale")]
-
-
 def _all_ready(pods: dict[str, Any]) -> bool:
-    return len([p for p in _workload(pods) if _ready(p)]) == 3
+    return len([p for p in workload(pods) if _ready(p)]) == 3
 
 
 def _none(pods: dict[str, Any]) -> bool:
-    return not _workload(pods)
+    return not workload(pods)
 
 
 def _first_reply(port: int, *, timeout: float) -> tuple[float, float]:
@@ -78,18 +74,18 @@ def run(*, kubeconfig: Path, repo_root: Path, repeats: int, command: str) -> lis
         )  # fmt: skip
         ready_at = cl.wait_pods(
             ns,
-            lambda pods: len([p for p in _workload(pods) if _ready(p)]) == 3,
+            lambda pods: len([p for p in workload(pods) if _ready(p)]) == 3,
             timeout=300,
             what="3 locales Ready",
         )
-        gone_at = cl.wait_pods(ns, lambda pods: not _workload(pods), timeout=300, what="no server/locale pod")
+        gone_at = cl.wait_pods(ns, lambda pods: not workload(pods), timeout=300, what="no server/locale pod")
         drain.append(gone_at - ready_at - IDLE_SECONDS)
         for i in range(repeats):
             with cl.port_forward(ns, f"svc/{RELEASE}-arkouda-server", 5555) as port:
                 took, last = _first_reply(port, timeout=300)
             wake.append(took)
             gone_at = cl.wait_pods(
-                ns, lambda pods: not _workload(pods), timeout=300, what="no server/locale pod"
+                ns, lambda pods: not workload(pods), timeout=300, what="no server/locale pod"
             )
             drain.append(gone_at - last - IDLE_SECONDS)
             log.info(
