@@ -55,11 +55,7 @@ def fake_cluster() -> FakeKube:
         ready=False,
         phase="Pending",
         conditions=(
-            PodCondition(
-                type="PodScheduled",
-                status="False",
-                message="0/1 nodes are available: 1 Insufficient cpu.",
-            ),
+            PodCondition(type="PodScheduled", status="False", message="0/1 nodes are available: 1 Insufficient cpu."),
         ),
     )
     api.script(api.event("MODIFIED", make_pod("r-arkouda-locale-0", ip="127.0.0.2")))
@@ -148,12 +144,7 @@ def run_server(test_user: pwd.struct_passwd, shared_dir: Path, loopback_sshd: tu
     for all three "pods" (127.0.0.1-3 on loopback) and fake_cluster(); a test passes its own api, Secret or port."""
     secret_dir, port = loopback_sshd
     return functools.partial(
-        run_server_as,
-        uid=test_user.pw_uid,
-        gid=test_user.pw_gid,
-        base=shared_dir,
-        secret_dir=secret_dir,
-        port=port,
+        run_server_as, uid=test_user.pw_uid, gid=test_user.pw_gid, base=shared_dir, secret_dir=secret_dir, port=port
     )
 
 
@@ -192,17 +183,11 @@ def test_server_propagates_exit_code(run_server: ServerRun) -> None:
 
 
 def test_server_writes_this_launchs_token_over_a_stale_one(
-    test_user: pwd.struct_passwd,
-    shared_dir: Path,
-    loopback_sshd: tuple[Path, int],
-    run_server: ServerRun,
+    test_user: pwd.struct_passwd, shared_dir: Path, loopback_sshd: tuple[Path, int], run_server: ServerRun
 ) -> None:
     secret_dir, _ = loopback_sshd
     with_token = shared_dir / "secret-with-token"
-    write_secret_dir(
-        with_token,
-        {p.name: p.read_bytes() for p in secret_dir.iterdir()} | {keys.TOKEN: b"t0k3n-abc\n"},
-    )
+    write_secret_dir(with_token, {p.name: p.read_bytes() for p in secret_dir.iterdir()} | {keys.TOKEN: b"t0k3n-abc\n"})
     # Arkouda prefers <cwd>/.arkouda/tokens.txt over its environment: a file left by an earlier run must not win
     stale = shared_dir / "work" / ".arkouda"
     stale.mkdir(parents=True)
@@ -240,14 +225,7 @@ def test_server_terminates_program_when_a_locale_is_lost(run_server: ServerRun) 
 
 
 # the Events of a run, a lost locale, and the relaunch in place
-RELAUNCHED = [
-    "LocalesReady",
-    "Launched",
-    "LocaleLost",
-    "Relaunching",
-    "LocalesReady",
-    "Launched",
-]
+RELAUNCHED = ["LocalesReady", "Launched", "LocaleLost", "Relaunching", "LocalesReady", "Launched"]
 
 
 def assert_two_runs_on_every_host(shared_dir: Path, test_user: pwd.struct_passwd, log: str) -> None:
@@ -299,10 +277,7 @@ def test_server_relaunches_on_the_real_pod_and_names_an_impostor_with_the_lost_l
         api.event("ADDED", copy),
         api.event("ADDED", make_pod("r-arkouda-locale-1", ip="127.0.0.3", uid="second")),
     )
-    code, log, events = run_server(
-        api=api,
-        env={"ARKBS_SLEEP": "60", "ARKOUDA_LOCALE_STATEFULSET": "r-arkouda-locale"},
-    )
+    code, log, events = run_server(api=api, env={"ARKBS_SLEEP": "60", "ARKOUDA_LOCALE_STATEFULSET": "r-arkouda-locale"})
     assert code == 0, log
     named = (
         "ignoring pod r-arkouda-locale-1-copy (uid uid-copy): it carries this release's labels but is not a pod of "
@@ -316,10 +291,7 @@ def test_server_relaunches_on_the_real_pod_and_names_an_impostor_with_the_lost_l
 
 
 def test_server_probe_failure_names_host_and_pod(shared_dir: Path, run_server: ServerRun) -> None:
-    other = write_secret_dir(
-        shared_dir / "other-secret",
-        keys.build_secret_data(release="other", with_token=False),
-    )
+    other = write_secret_dir(shared_dir / "other-secret", keys.build_secret_data(release="other", with_token=False))
     code, log, events = run_server(secret_dir=other)
     assert code == 1, log
     error = [line for line in log.splitlines() if line.startswith("arkouda-bootstrap: error:")]
@@ -507,11 +479,7 @@ def test_arbitrary_uid_without_passwd_entry(
     )
     assert code == 0, log
     ran = (shared_dir / "out" / "ran").read_text().splitlines()
-    assert ran == [
-        "ok 127.0.0.1 arkouda",
-        "ok 127.0.0.2 arkouda",
-        "ok 127.0.0.3 arkouda",
-    ]
+    assert ran == ["ok 127.0.0.1 arkouda", "ok 127.0.0.2 arkouda", "ok 127.0.0.3 arkouda"]
 
 
 def test_server_launches_with_the_client_side_of_the_secret_only(
