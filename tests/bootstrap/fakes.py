@@ -127,6 +127,8 @@ class FakeKube:
     secrets: dict[tuple[str, str], tuple[dict[str, bytes], dict[str, str]]] = field(default_factory=dict)
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     jobs: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name) -> its pod, which goes with it
+    # Jobs whose pod does not end (its node is gone): deleted, they stay until the wait's deadline
+    stuck_jobs: set[tuple[str, str]] = field(default_factory=set)
     pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
     created_events: list[CreatedEvent] = field(default_factory=list)
     watch_script: queue.Queue[WatchItem] = field(default_factory=queue.Queue)
@@ -250,13 +252,19 @@ class FakeKube:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
 
-    def delete_job(self, *, namespace: str, name: str) -> bool:
+    def delete_job(self, *, namespace: str, name: str) -> str | None:
         self._check("delete_job", name)
-        pod = self.jobs.pop((namespace, name), None)
+        pod = self.jobs.get((namespace, name))
         if pod is None:
-            return False
-        self.pods.pop(pod, None)  # propagation Background: the Job's pod goes with it
-        return True
+            return None
+        if (namespace, name) not in self.stuck_jobs:  # propagation Foreground: the pod first, then the Job
+            self.pods.pop(pod, None)
+            del self.jobs[(namespace, name)]
+        return f"uid-of-{name}"
+
+    def wait_job_gone(self, *, namespace: str, name: str, uid: str, timeout_seconds: float) -> bool:
+        self._check("wait_job_gone", f"{name} {timeout_seconds:g}s")
+        return (namespace, name) not in self.jobs or uid != f"uid-of-{name}"
 
     # -- ScaleApi (the idle gate, server --scale-down-when-done) -------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from arkouda_bootstrap.config import KeygenSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.keygen import run_keygen
+from arkouda_bootstrap.keygen import JOB_GONE_TIMEOUT_SECONDS, run_keygen
 from arkouda_bootstrap.kube.api import ForbiddenError
 from arkouda_bootstrap.ssh import keys
 from fakes import FakeKube, make_pod
@@ -175,9 +175,38 @@ def test_delete_first_removes_a_keygen_job_an_interrupted_helm_client_left() -> 
         "keygen Job rel-arkouda-keygen deleted; deleted Secret rel-arkouda-ssh in namespace ns"
     )
     assert not api.jobs and not api.pods
-    # the Job before the Secret: a keygen pod still running must not re-create what the clean-up deleted
+    # the Job and its pod gone before the Secret: a keygen pod still running must not re-create what was deleted
     ops = [op for op, _ in api.calls]
-    assert ops.index("delete_job") < ops.index("delete_secret")
+    assert ops.index("delete_job") < ops.index("wait_job_gone") < ops.index("delete_secret")
     assert run_keygen(api, d) == (
         "keygen Job rel-arkouda-keygen already absent; Secret rel-arkouda-ssh in namespace ns already absent"
     )
+
+
+def test_delete_fails_in_one_line_when_the_left_keygen_pod_does_not_end() -> None:
+    api = FakeKube()
+    run_keygen(api, S)
+    api.pods["rel-arkouda-keygen-abcde"] = make_pod("rel-arkouda-keygen-abcde")
+    api.jobs[("ns", "rel-arkouda-keygen")] = "rel-arkouda-keygen-abcde"
+    api.stuck_jobs.add(("ns", "rel-arkouda-keygen"))
+    d = KeygenSettings(
+        namespace="ns",
+        secret_name="rel-arkouda-ssh",
+        release="rel",
+        delete=True,
+        keygen_job="rel-arkouda-keygen",
+        test_objects="rel-arkouda-test",
+    )
+    with pytest.raises(BootstrapError) as err:
+        run_keygen(api, d)
+    # everything else was deleted; the line says what is left and the command that finishes the job
+    assert ("ns", "rel-arkouda-ssh") not in api.secrets
+    assert ("delete_pod", "rel-arkouda-test") in api.calls
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"keygen Job rel-arkouda-keygen still has a pod after {JOB_GONE_TIMEOUT_SECONDS} s; "
+        "deleted Secret rel-arkouda-ssh in namespace ns;"
+    )
+    assert "kubectl -n ns get pods -l batch.kubernetes.io/job-name=rel-arkouda-keygen" in message
+    assert message.endswith("run `kubectl -n ns delete secret rel-arkouda-ssh --ignore-not-found`")

@@ -21,7 +21,8 @@ from test_kube_models import ready_pod, v1pod, wire
 
 PODS = "/api/v1/namespaces/ns/pods"
 SECRET = "/api/v1/namespaces/ns/secrets/s"
-JOB = "/apis/batch/v1/namespaces/ns/jobs/j"
+JOBS = "/apis/batch/v1/namespaces/ns/jobs"
+JOB = f"{JOBS}/j"
 
 
 @pytest.fixture
@@ -134,6 +135,10 @@ def test_watch_410_as_an_event_or_a_status_is_gone(apiserver: ApiServerDouble) -
             "missing RBAC: create events in namespace ns",
         ),
         (lambda api: api.delete_job(namespace="ns", name="j"), "missing RBAC: delete jobs in namespace ns"),
+        (
+            lambda api: api.wait_job_gone(namespace="ns", name="j", uid="u", timeout_seconds=5),
+            "missing RBAC: list jobs in namespace ns",
+        ),
     ],
 )
 def test_every_call_names_the_missing_rbac(
@@ -147,6 +152,7 @@ def test_every_call_names_the_missing_rbac(
             "/api/v1/namespaces/ns/secrets",
             SECRET,
             "/api/v1/namespaces/ns/configmaps/c",
+            JOBS,
             JOB,
         ):
             apiserver.answer(Answer(method, path, status=403, body={"kind": "Status", "code": 403}))
@@ -170,7 +176,7 @@ def test_missing_pod_or_secret_is_none_not_an_error(apiserver: ApiServerDouble) 
     assert api.delete_secret(namespace="ns", name="s") is False
     assert api.delete_pod(namespace="ns", name="p") is False
     assert api.delete_config_map(namespace="ns", name="c") is False
-    assert api.delete_job(namespace="ns", name="j") is False
+    assert api.delete_job(namespace="ns", name="j") is None
 
 
 def test_the_uninstall_clean_up_deletes_the_test_pod_and_config_map(apiserver: ApiServerDouble) -> None:
@@ -297,12 +303,74 @@ def test_from_kubeconfig_talks_to_the_configured_server(apiserver: ApiServerDoub
 
 
 def test_the_uninstall_clean_up_deletes_a_left_keygen_job_with_its_pods(apiserver: ApiServerDouble) -> None:
-    apiserver.answer(Answer("DELETE", JOB, body={"kind": "Status"}))
-    assert apiserver.api().delete_job(namespace="ns", name="j") is True
-    [seen] = apiserver.seen
+    held = {"kind": "Job", "metadata": {"name": "j", "uid": "u1", "finalizers": ["foregroundDeletion"]}}
+    apiserver.answer(
+        Answer("DELETE", JOB, body=held), Answer("DELETE", JOB, body={"kind": "Status", "details": {"uid": "u2"}})
+    )
+    api = apiserver.api()
+    assert api.delete_job(namespace="ns", name="j") == "u1"  # held until its pods are gone
+    assert api.delete_job(namespace="ns", name="j") == "u2"  # nothing held it: deleted at once
+    seen = apiserver.seen[0]
     assert (seen.method, seen.path) == ("DELETE", JOB)
-    # without Background the API orphans a Job's pods: the keygen pod would stay
-    assert seen.body is not None and seen.body["propagationPolicy"] == "Background"
+    # the API's default orphans a Job's pods, and Background lets the Job go while its pod still runs keygen
+    assert seen.body is not None and seen.body["propagationPolicy"] == "Foreground"
+
+
+def job_list(*uids: str, rv: str = "50") -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": rv}, "items": [{"metadata": {"name": "j", "uid": u}} for u in uids]}
+
+
+def test_waiting_for_a_deleted_job_lists_then_watches_its_name_until_its_uid_is_deleted(
+    apiserver: ApiServerDouble,
+) -> None:
+    apiserver.answer(
+        Answer("GET", JOBS, body=job_list("u1")),
+        Answer(
+            "GET",
+            JOBS,
+            lines=[
+                {"type": "MODIFIED", "object": {"metadata": {"name": "j", "uid": "u1"}}},
+                {"type": "DELETED", "object": {"metadata": {"name": "j", "uid": "u1"}}},
+            ],
+        ),
+    )
+    assert apiserver.api().wait_job_gone(namespace="ns", name="j", uid="u1", timeout_seconds=20) is True
+    listed, watched = apiserver.seen
+    # by name, which is also what lets the keygen Role grant list and watch on that one Job
+    assert listed.query == {"fieldSelector": "metadata.name=j"}
+    assert watched.query["fieldSelector"] == "metadata.name=j"
+    assert (watched.query["watch"], watched.query["resourceVersion"]) == ("true", "50")
+
+
+def test_a_job_already_gone_or_replaced_needs_no_watch(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(Answer("GET", JOBS, body=job_list()), Answer("GET", JOBS, body=job_list("a-new-one")))
+    api = apiserver.api()
+    assert api.wait_job_gone(namespace="ns", name="j", uid="u1", timeout_seconds=20) is True
+    assert api.wait_job_gone(namespace="ns", name="j", uid="u1", timeout_seconds=20) is True
+    assert [s.method for s in apiserver.seen] == ["GET", "GET"]
+
+
+def test_a_job_that_stays_is_reported_at_the_deadline(apiserver: ApiServerDouble) -> None:
+    # the watch chunk ends without the deletion; the list after it still has the Job, and the time is up
+    modified = {"type": "MODIFIED", "object": {"metadata": {"name": "j", "uid": "u1"}}}
+    apiserver.answer(
+        Answer("GET", JOBS, body=job_list("u1")),
+        Answer("GET", JOBS, lines=[modified], stall=1.2),
+        Answer("GET", JOBS, body=job_list("u1")),
+    )
+    t0 = time.monotonic()
+    assert apiserver.api().wait_job_gone(namespace="ns", name="j", uid="u1", timeout_seconds=1.5) is False
+    assert time.monotonic() - t0 < 10
+    assert [s.query.get("watch") for s in apiserver.seen] == [None, "true", None]
+
+
+def test_a_watch_too_old_lists_again(apiserver: ApiServerDouble) -> None:
+    apiserver.answer(
+        Answer("GET", JOBS, body=job_list("u1")),
+        Answer("GET", JOBS, status=410, body={"kind": "Status", "code": 410}),
+        Answer("GET", JOBS, body=job_list()),
+    )
+    assert apiserver.api().wait_job_gone(namespace="ns", name="j", uid="u1", timeout_seconds=20) is True
 
 
 def test_the_client_makes_one_attempt_per_request_and_leaves_retries_to_kube_retry(

@@ -8,12 +8,15 @@ from __future__ import annotations
 import logging
 
 from arkouda_bootstrap.config import KeygenSettings
+from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube.api import ConflictError, KubeApi
 from arkouda_bootstrap.ssh import keys
 
 log = logging.getLogger(__name__)
 
 MANAGED_BY = "arkouda-bootstrap"
+# How long the uninstall clean-up waits for a left keygen Job's pod to end: its grace period (30 s) and some.
+JOB_GONE_TIMEOUT_SECONDS = 60
 
 
 def secret_labels(release: str) -> dict[str, str]:
@@ -29,12 +32,20 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
     where = f"Secret {name} in namespace {ns}"
     if settings.delete:
         deleted = []
+        lingering = None
         if settings.keygen_job:
-            # First, so that a keygen pod still running cannot re-create the Secret deleted next. A helm client
-            # killed during the pre-install hook never applies the hook-failed policy: nothing else removes it.
+            # A helm client killed during the pre-install hook never applies the hook-failed policy: nothing else
+            # removes that Job. Its pod may be running keygen right now (it could start only once the cause of the
+            # hang was fixed), so the Secret is deleted only when the pod is gone: before, it could be re-created.
             job = settings.keygen_job
-            gone = api.delete_job(namespace=ns, name=job)
-            deleted.append(f"keygen Job {job} {'deleted' if gone else 'already absent'}")
+            uid = api.delete_job(namespace=ns, name=job)
+            if uid is None:
+                deleted.append(f"keygen Job {job} already absent")
+            elif api.wait_job_gone(namespace=ns, name=job, uid=uid, timeout_seconds=JOB_GONE_TIMEOUT_SECONDS):
+                deleted.append(f"keygen Job {job} deleted")
+            else:
+                lingering = job
+                deleted.append(f"keygen Job {job} still has a pod after {JOB_GONE_TIMEOUT_SECONDS} s")
         deleted.append(f"deleted {where}" if api.delete_secret(namespace=ns, name=name) else f"{where} already absent")
         if settings.test_objects:
             # Helm never deletes test hooks at uninstall; the last test Pod is kept for `helm test --logs`.
@@ -43,6 +54,13 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
             config_map = api.delete_config_map(namespace=ns, name=test)
             deleted.append(f"test Pod {test} {'deleted' if pod else 'already absent'}")
             deleted.append(f"test ConfigMap {test} {'deleted' if config_map else 'already absent'}")
+        if lingering is not None:
+            # everything else is done; the one thing left to the user is said in one line, and the hook fails
+            raise BootstrapError(
+                f"{'; '.join(deleted)}: its pod may re-create the Secret (is its node down?); once "
+                f"`kubectl -n {ns} get pods -l batch.kubernetes.io/job-name={lingering}` lists nothing, "
+                f"run `kubectl -n {ns} delete secret {name} --ignore-not-found`"
+            )
         return "; ".join(deleted)
     existing = api.get_secret(namespace=ns, name=name)
     labels = secret_labels(settings.release)

@@ -16,6 +16,7 @@ import base64
 import datetime as dt
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,8 +224,14 @@ class KubeApi(ScaleApi, Protocol):
         """Delete; False when it did not exist."""
         ...
 
-    def delete_job(self, *, namespace: str, name: str) -> bool:
-        """Delete a Job and, in the background, its pods; False when it did not exist."""
+    def delete_job(self, *, namespace: str, name: str) -> str | None:
+        """Delete a Job, its pods first (Foreground: the Job stays until they are gone); the uid of the Job being
+        deleted, None when it did not exist."""
+        ...
+
+    def wait_job_gone(self, *, namespace: str, name: str, uid: str, timeout_seconds: float) -> bool:
+        """Wait, by list-then-watch on this name, until the Job with this `uid` no longer exists; False when it
+        still does after `timeout_seconds`."""
         ...
 
 
@@ -451,7 +458,7 @@ class KubernetesApi:
         return self._apps
 
     def _batch_api(self) -> Any:
-        """BatchV1Api, built on first use: only the uninstall clean-up deletes a Job."""
+        """BatchV1Api, built on first use: only the uninstall clean-up deletes (and watches) a Job."""
         if self._batch is None:
             from kubernetes.client import BatchV1Api
 
@@ -638,11 +645,56 @@ class KubernetesApi:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
 
-    def delete_job(self, *, namespace: str, name: str) -> bool:
-        # Background: the Job's pods go with it (the API's default for Jobs orphans them)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+    def delete_job(self, *, namespace: str, name: str) -> str | None:
+        # Foreground: the API's default for Jobs orphans their pods, and Background lets the Job go while its pods
+        # still run; with Foreground the Job is gone only once no pod of it is left.
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"}
         call = self._batch_api().delete_namespaced_job
-        return self._call("delete jobs", namespace, call, name, namespace, body=body, missing_ok=True) is not None
+        answer = self._call("delete jobs", namespace, call, name, namespace, body=body, missing_ok=True)
+        if answer is None:
+            return None
+        # the Job itself while its pods go; a Status when nothing held it (its uid is then in details)
+        uid = _d(answer.get("metadata")).get("uid") or _d(answer.get("details")).get("uid")
+        return _s(uid)
+
+    def wait_job_gone(self, *, namespace: str, name: str, uid: str, timeout_seconds: float) -> bool:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError, MaxRetryError
+
+        call = self._batch_api().list_namespaced_job
+        by_name = f"metadata.name={name}"  # also what lets a Role grant list/watch by resourceNames
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            listed = self._call("list jobs", namespace, call, namespace, field_selector=by_name) or {}
+            if all(_d(job.get("metadata")).get("uid") != uid for job in listed.get("items") or ()):
+                return True
+            left = int(deadline - time.monotonic())
+            if left <= 0:
+                return False
+            stream = watch.Watch(return_type=_RAW_OBJECT).stream(
+                call,
+                namespace,
+                field_selector=by_name,
+                resource_version=_s(_d(listed.get("metadata")).get("resourceVersion")),
+                timeout_seconds=left,
+                _request_timeout=(self._timeout, left + WATCH_GRACE_SECONDS),
+            )
+            try:
+                for raw in stream:
+                    meta = _d(_d(raw.get("object")).get("metadata")) if isinstance(raw, dict) else {}
+                    if raw.get("type") == "DELETED" and meta.get("uid") == uid:
+                        return True
+            except ApiException as exc:
+                if exc.status != 410:  # 410: the version is too old; the next list starts afresh
+                    raise translate_api_error(exc, verb="watch", resource="jobs", namespace=namespace) from None
+            except MaxRetryError as exc:
+                reason = exc.reason or exc
+                raise ApiUnavailableError(f"cannot reach the Kubernetes API to watch jobs: {reason}") from None
+            except HTTPError as exc:
+                log.debug("watch connection ended: %s", exc)
+            finally:
+                stream.close()
 
     # -- services and endpointslices (server --register-service) ------------------------------------------
 
