@@ -48,6 +48,24 @@ class Gate:
 WatchItem = PodEvent | Exception | str | Gate
 
 
+class FakeNetwork:
+    """Test double of the pod network for Liveness: an address in `down` lets connects time out, one in `refused`
+    refuses them, any other answers."""
+
+    def __init__(self) -> None:
+        self.down: set[str] = set()
+        self.refused: set[str] = set()
+        self.connects = 0
+
+    def connect(self, address: str, port: int, timeout: float) -> str | None:
+        self.connects += 1
+        if address in self.down:
+            return f"no answer within {timeout:g}s"
+        if address in self.refused:
+            return "Connection refused"
+        return None
+
+
 class FakeClock:
     """Test double of time.monotonic: moves only when advanced (`sleep` is the matching time.sleep, and keeps
     what it was asked in `slept`)."""
@@ -131,6 +149,7 @@ class FakeKube:
     stuck_jobs: set[tuple[str, str]] = field(default_factory=set)
     pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
     created_events: list[CreatedEvent] = field(default_factory=list)
+    event_names: set[str] = field(default_factory=set)  # of Events created with a name of their own
     watch_script: queue.Queue[WatchItem] = field(default_factory=queue.Queue)
     block: bool = False
     on_idle_watch: Callable[[int], None] | None = None
@@ -211,8 +230,14 @@ class FakeKube:
         self._check("get_statefulset_uid", name)
         return self.statefulset_uids.get(name, fake_statefulset_uid(name))
 
-    def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
+    def create_event(
+        self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal", name: str | None = None
+    ) -> None:
         self._check("create_event", reason)
+        if name is not None:
+            if name in self.event_names:
+                raise ConflictError(f"create events in namespace {pod.namespace}: {name} already exists")
+            self.event_names.add(name)
         self.created_events.append(CreatedEvent(pod=pod, reason=reason, message=message, type=type_))
 
     def get_secret(self, *, namespace: str, name: str) -> dict[str, bytes] | None:

@@ -13,6 +13,7 @@ from arkouda_bootstrap.kube.api import (
     ForbiddenError,
     GoneError,
     PodCondition,
+    PodInfo,
 )
 from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.server.discovery import (
@@ -525,3 +526,26 @@ def test_on_ready_announces_each_locale_once_as_it_turns_ready_and_again_on_a_ne
     assert all(n_lines < len(lines) for _, _, n_lines in announced)
     assert lines[-1] == "3/3 locales ready"
     assert [p.pod_ip for p in pods] == ["10.0.0.1", "10.0.0.9", "10.0.0.3"]
+
+
+def test_a_held_back_locale_counts_only_once_hold_lets_it_go_asked_again_at_each_chunk_end() -> None:
+    """A locale the last run lost for not answering: Ready to the control plane, yet not taken until it answers
+    (liveness.HeldBack is the real `hold`; this one is a named stand-in that answers on its third question)."""
+    api = FakeKube()
+    api.pods["r-arkouda-locale-0"] = make_pod("r-arkouda-locale-0", ip="10.0.0.1")
+    asked: list[str] = []
+
+    def hold(pod: PodInfo) -> str | None:
+        asked.append(pod.name)
+        return None if len(asked) >= 3 else "does not answer on the pod network at 10.0.0.1:2222: no answer"
+
+    api.script(END)
+    lines: list[str] = []
+    pods = wait_for_locales(api, namespace="ns", selector="s=1", expected=1, timeout=60, report=lines.append, hold=hold)
+    assert [p.name for p in pods] == ["r-arkouda-locale-0"]
+    assert lines == [
+        "0/1 locales ready; waiting for r-arkouda-locale-0 (does not answer on the pod network at 10.0.0.1:2222: "
+        "no answer)",
+        "1/1 locales ready",
+    ]
+    assert ("watch_pods", "100") in api.calls  # it waited for the chunk's end, no pod changed meanwhile

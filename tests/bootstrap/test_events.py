@@ -86,6 +86,17 @@ def test_failed_event_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> 
     assert "could not emit event Launched on pod r-arkouda-server-0: missing RBAC: create events" in caplog.text
 
 
+def test_an_event_once_as_a_key_is_recorded_once_whoever_records_it(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    api = FakeKube()
+    for _ in range(2):  # two nodewatch replicas that reached the same verdict
+        EventRecorder(api, POD).emit(Reason.NODE_LOST, "force-deleted", once_as="nodelost-u0")
+    EventRecorder(api, POD).emit(Reason.NODE_LOST, "another pod under the name", once_as="nodelost-u1")
+    assert [e.message for e in api.created_events] == ["force-deleted", "another pod under the name"]
+    assert api.event_names == {"r-arkouda-server-0.nodelost-u0", "r-arkouda-server-0.nodelost-u1"}
+    assert not caplog.records  # the second of two is no failure
+
+
 def settings() -> ServerSettings:
     return ServerSettings(
         namespace="ns", num_locales=1, selector="a=b", pod_name="r-arkouda-server-0", pod_ip="10.0.0.1"

@@ -15,7 +15,14 @@ import pytest
 from apiserver_double import TOKEN, Answer, ApiServerDouble, serving
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.kube import api as kube
-from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, GoneError, KubernetesApi, PodRef
+from arkouda_bootstrap.kube.api import (
+    ApiUnavailableError,
+    ConflictError,
+    ForbiddenError,
+    GoneError,
+    KubernetesApi,
+    PodRef,
+)
 from kubernetes import client
 from test_kube_models import ready_pod, v1pod, wire
 
@@ -215,6 +222,21 @@ def test_events_are_looked_up_by_pod_and_created_as_valid_core_events(apiserver:
     assert (event.involved_object.uid, event.involved_object.kind, event.reason) == ("u-1", "Pod", "Launched")
     assert event.last_timestamp is not None
     assert event.metadata.generate_name == "r-arkouda-server-0."
+
+
+def test_an_event_with_a_name_of_its_own_is_refused_the_second_time(apiserver: ApiServerDouble) -> None:
+    events = "/api/v1/namespaces/ns/events"
+    apiserver.answer(
+        Answer("POST", events, status=201, body={"kind": "Event"}),
+        Answer("POST", events, status=409, body={"kind": "Status", "code": 409, "reason": "AlreadyExists"}),
+    )
+    api = apiserver.api()
+    pod = PodRef(namespace="ns", name="p", uid="u")
+    api.create_event(pod=pod, reason="NodeLost", message="m", name="p.nodelost-u")
+    with pytest.raises(ConflictError):
+        api.create_event(pod=pod, reason="NodeLost", message="m", name="p.nodelost-u")
+    sent = as_model(apiserver.seen[0].body, "CoreV1Event")
+    assert (sent.metadata.name, sent.metadata.generate_name) == ("p.nodelost-u", None)
 
 
 def test_secrets_round_trip(apiserver: ApiServerDouble) -> None:

@@ -19,6 +19,7 @@ from arkouda_bootstrap.kube.api import (
     ApiUnavailableError,
     ForbiddenError,
     PodCondition,
+    PodEvent,
     PodInfo,
     PodList,
     pod_from_json,
@@ -33,7 +34,8 @@ from arkouda_bootstrap.nodewatch import (
     run_nodewatch,
     statefulset_of,
 )
-from fakes import END, FakeClock, FakeKube, GoneError, make_pod
+from arkouda_bootstrap.server.liveness import Liveness
+from fakes import END, FakeClock, FakeKube, FakeNetwork, GoneError, make_pod
 from kubernetes import client
 from test_kube_models import wire
 
@@ -261,7 +263,7 @@ def test_follow_items_other_than_pods_change_nothing() -> None:
     clock.advance(20)
     reaper.observe(ChunkEnded(resource_version="9"))
     clock.advance(20)
-    assert [p.name for p, _, _ in reaper.due()] == [f"{LOCALE}-0"]
+    assert [p.name for p, _ in reaper.due()] == [f"{LOCALE}-0"]
 
 
 # -- command line ---------------------------------------------------------------------------------------------
@@ -346,3 +348,78 @@ def test_pod_json_carries_its_node_and_deletion_grace() -> None:
     assert (info.node_name, info.deletion_grace_seconds, info.deleting) == ("node-2", 30, True)
     plain = pod_from_json(wire(client.V1Pod(metadata=client.V1ObjectMeta(name="q"))))
     assert (plain.node_name, plain.deletion_grace_seconds, plain.deleting) == ("", None, False)
+
+
+# -- the data plane's evidence: a marked pod that does not answer is forced at once ------------------------------
+
+
+def probed(*pods: PodInfo) -> tuple[Reaper, FakeKube, FakeClock, FakeNetwork, Liveness]:
+    kube, clock, network = FakeKube(pods={p.name: p for p in pods}), FakeClock(), FakeNetwork()
+    liveness = Liveness({}, connect=network.connect, clock=clock, kind="pod")
+    reaper = Reaper(kube, replace(SETTINGS, ssh_port=2222), clock=clock, liveness=liveness)
+    reaper.observe(kube.list_pods(namespace="ns", selector=SETTINGS.selector))
+    return reaper, kube, clock, network, liveness
+
+
+def probe_for(seconds: int, liveness: Liveness, clock: FakeClock) -> None:
+    for _ in range(seconds // 5):
+        liveness.probe_all()
+        clock.advance(5)
+    liveness.probe_all()
+
+
+def test_a_marked_pod_that_missed_every_probe_for_the_bound_is_forced_at_once_not_after_eviction() -> None:
+    lost = make_pod(f"{LOCALE}-1", ip="10.0.0.2", conditions=NODE_CONTROLLER_MARK, node_name="node-2", uid="u1")
+    reaper, kube, clock, network, liveness = probed(lost, make_pod(f"{LOCALE}-0", ip="10.0.0.1"))
+    network.down.add("10.0.0.2")
+    probe_for(15, liveness, clock)
+    assert reaper.reap_due() == []  # 15 s of misses: within the bound
+    probe_for(5, liveness, clock)
+    assert reaper.reap_due() == [f"{LOCALE}-1"]  # not being deleted: no eviction, no grace period waited for
+    [event] = kube.created_events
+    assert event.reason == "NodeLost" and event.pod.uid == "u1"
+    assert event.message.startswith(
+        f"pod {LOCALE}-1 on node node-2: the node controller marked it NotReady (its node stopped reporting), and "
+        f"pod {LOCALE}-1 does not answer on the pod network: "
+    )
+    assert "sshd at 10.0.0.2:2222 missed over 20s" in event.message
+
+
+def test_a_marked_pod_that_answers_is_left_alone_as_in_an_api_server_outage() -> None:
+    marked = make_pod(f"{LOCALE}-1", ip="10.0.0.2", conditions=NODE_CONTROLLER_MARK, uid="u1")
+    reaper, kube, clock, network, liveness = probed(marked)
+    assert "10.0.0.2" not in network.down  # it answers every probe
+    probe_for(60, liveness, clock)
+    assert network.connects >= 12
+    assert reaper.reap_due() == []
+    assert not kube.created_events and f"{LOCALE}-1" in kube.pods
+
+
+def test_a_pod_that_does_not_answer_on_a_node_that_reports_is_left_to_the_server() -> None:
+    """A traffic drop inside one pod: the node is fine, the control plane marks nothing; the server's supervisor
+    stops the program and waits (no pod to replace)."""
+    dropped = make_pod(f"{LOCALE}-1", ip="10.0.0.2", uid="u1")
+    reaper, kube, clock, network, liveness = probed(dropped)
+    network.down.add("10.0.0.2")
+    probe_for(60, liveness, clock)
+    assert reaper.reap_due() == []
+    assert not kube.created_events
+
+
+def test_the_misses_of_a_pod_are_not_held_against_its_replacement() -> None:
+    old = make_pod(f"{LOCALE}-1", ip="10.0.0.2", conditions=NODE_CONTROLLER_MARK, uid="u1")
+    reaper, kube, clock, network, liveness = probed(old)
+    network.down.update({"10.0.0.2", "10.0.0.9"})
+    probe_for(20, liveness, clock)
+    new = make_pod(f"{LOCALE}-1", ip="10.0.0.9", conditions=NODE_CONTROLLER_MARK, uid="u2")
+    reaper.observe(PodEvent(type="MODIFIED", pod=new, resource_version="5"))
+    assert reaper.reap_due() == []  # its own streak has just begun
+    assert not kube.created_events
+
+
+def test_nodewatch_probes_only_with_an_ssh_port() -> None:
+    assert settings_from(["--statefulsets", "s", "--selector", "a=b"]).ssh_port is None
+    got = settings_from(["--statefulsets", "s", "--selector", "a=b"], {"ARKOUDA_NODEWATCH_SSH_PORT": "2222"})
+    assert got.ssh_port == 2222
+    with pytest.raises(UsageError, match="--ssh-port"):
+        settings_from(["--statefulsets", "s", "--selector", "a=b", "--ssh-port", "70000"])

@@ -38,7 +38,7 @@ from arkouda_bootstrap.server.supervise import (
     judge,
     run_supervised,
 )
-from fakes import FakeClock, FakeKube, make_pod
+from fakes import FakeClock, FakeKube, FakeNetwork, make_pod
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -207,24 +207,6 @@ def test_row_8_not_ready_without_an_answer_waits_for_the_probes_bound() -> None:
     )
 
 
-class FakeNetwork:
-    """Test double of the pod network for Liveness: an address in `down` lets connects time out, one in `refused`
-    refuses them, any other answers."""
-
-    def __init__(self) -> None:
-        self.down: set[str] = set()
-        self.refused: set[str] = set()
-        self.connects = 0
-
-    def connect(self, address: str, port: int, timeout: float) -> str | None:
-        self.connects += 1
-        if address in self.down:
-            return f"no answer within {timeout:g}s"
-        if address in self.refused:
-            return "Connection refused"
-        return None
-
-
 def liveness_of(*pods: PodInfo, network: FakeNetwork, **kwargs: Any) -> Liveness:
     targets = {p.name: Target(pod=p.name, address=p.pod_ip or "", port=2222) for p in pods}
     return Liveness(targets, connect=network.connect, **kwargs)
@@ -262,6 +244,65 @@ def test_row_9_a_drop_shorter_than_the_bound_is_forgotten_once_the_locale_answer
     assert liveness.probe_all()[0].endswith(
         "5 connects to its sshd at 10.0.0.2:2222 missed over 20s (last: Connection refused)"
     )
+
+
+def lose(liveness: Liveness, clock: FakeClock) -> None:
+    """Probe until the bound is over (every target down or not)."""
+    for _ in range(5):
+        liveness.probe_all()
+        clock.advance(5)
+
+
+def test_a_relaunch_holds_back_the_lost_locale_until_it_answers_again() -> None:
+    """The traffic drop: the pod stays (its node is Ready), so only an answer ends the hold."""
+    clock, network = FakeClock(), FakeNetwork()
+    other = make_pod("r-2", ip="10.0.0.3", uid="u-2")
+    liveness = liveness_of(TRACKED, other, network=network, clock=clock)
+    network.down.add("10.0.0.2")
+    lose(liveness, clock)
+    held = liveness.held_back({"r-1": TRACKED.uid, "r-2": "u-2"})
+    assert held.pods == ["r-1"]  # only the lost one
+    assert held.reason(other) is None
+    assert held.reason(TRACKED) == "does not answer on the pod network at 10.0.0.2:2222: no answer within 3s"
+    connects = network.connects
+    assert held.reason(TRACKED) is not None and network.connects == connects  # asked at most once per interval
+    network.down.clear()
+    assert held.reason(TRACKED) is not None  # not asked again yet
+    clock.advance(5)
+    assert held.reason(TRACKED) is None and held.pods == []  # it answers: it counts again, for good
+    network.down.add("10.0.0.2")
+    assert held.reason(TRACKED) is None
+
+
+def test_a_relaunch_takes_the_replacement_of_a_lost_locale_at_once() -> None:
+    """The node loss: the old pod is held (the control plane may still call it Ready); the new one is not."""
+    clock, network = FakeClock(), FakeNetwork()
+    liveness = liveness_of(TRACKED, network=network, clock=clock)
+    network.down.add("10.0.0.2")
+    lose(liveness, clock)
+    held = liveness.held_back({"r-1": TRACKED.uid})
+    assert held.reason(TRACKED) is not None
+    connects = network.connects
+    assert held.reason(replace(TRACKED, uid="new-uid", pod_ip="10.0.0.9")) is None
+    assert network.connects == connects  # a new pod is not probed here: the launch's own ssh probe does that
+    assert held.pods == []
+
+
+def test_retargeting_forgets_the_streak_of_a_pod_gone_or_moved() -> None:
+    clock, network = FakeClock(), FakeNetwork()
+    other = make_pod("r-2", ip="10.0.0.3", uid="u-2")
+    liveness = liveness_of(TRACKED, other, network=network, clock=clock, kind="pod")
+    network.down.update({"10.0.0.2", "10.0.0.3"})
+    lose(liveness, clock)
+    assert (liveness.lost("r-1") or "").startswith("pod r-1 does not answer")
+    kept = Target(pod="r-2", address="10.0.0.3", port=2222)
+    liveness.retarget({"r-1": Target(pod="r-1", address="10.0.0.7", port=2222), "r-2": kept})
+    assert liveness.lost("r-1") is None  # a new pod under the name: no misses yet
+    assert liveness.lost("r-2") is not None  # unchanged: its streak goes on
+    liveness.retarget({"r-1": Target(pod="r-1", address="10.0.0.7", port=2222)})
+    assert liveness.pods == ["r-1"]
+    liveness.retarget({"r-1": Target(pod="r-1", address="10.0.0.7", port=2222), "r-2": kept})
+    assert liveness.lost("r-2") is None  # gone and back: a fresh start
 
 
 def test_the_monitor_records_not_ready_once_per_spell_and_stops_only_on_the_probes_bound() -> None:

@@ -5,9 +5,18 @@ When a node dies, the node controller marks its pods NotReady and taints the nod
 taint manager then deletes the pods (after the chart's short tolerationSeconds), but only the kubelet of that node
 can confirm a graceful deletion, so the pod stays Terminating and its StatefulSet never makes the replacement
 (one pod per name). This watch acts only on pods that (1) belong to one of the named StatefulSets (by name and by
-controller UID: kube.ownership; another pod with the labels is named in an Event `ImpostorPod` on it), (2) are being
-deleted, (3) carry the node controller's or the taint manager's mark of a lost node, and (4) have outlived their
-own grace period plus a margin, as seen by this process: a kubelet that is alive confirms within the grace period.
+controller UID: kube.ownership; another pod with the labels is named in an Event `ImpostorPod` on it) and (2) carry
+the node controller's or the taint manager's mark of a lost node, and then on one of two kinds of evidence:
+
+- the data plane: the pod's sshd has missed every probe of this process for 20 s (server.liveness, the same bound
+  as the server's supervisor). The control plane says the node stopped reporting, the pod network says the pod
+  is gone: the pod is force-deleted at once, not evicted first, so the release does not wait for the taint
+  manager, the pod's grace period and a margin (docs/node-loss.md has the timeline). A pod that still answers is
+  left alone, whatever the control plane says: an API server outage marks every pod of every node so;
+- the control plane alone (when the pod cannot be probed: no sshd port given, no address): the pod is being
+  deleted and has outlived its own grace period plus a margin, as seen by this process; a kubelet that is alive
+  confirms within the grace period.
+
 The delete carries the pod's uid as precondition, so the replacement under the same name is never touched.
 """
 
@@ -27,6 +36,7 @@ from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import ChunkEnded, PodCache, follow_pods
+from arkouda_bootstrap.server.liveness import Liveness, Target
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +79,7 @@ class NodeWatchSettings:
     statefulsets: tuple[str, ...]
     margin_seconds: float = DEFAULT_MARGIN_SECONDS
     chunk_seconds: int = DEFAULT_CHUNK_SECONDS
+    ssh_port: int | None = None  # the pods' sshd, probed for the data-plane evidence; None: control plane only
 
 
 class Reaper:
@@ -81,11 +92,13 @@ class Reaper:
         *,
         clock: Callable[[], float] = time.monotonic,
         owned: Callable[[PodInfo], bool] | None = None,
+        liveness: Liveness | None = None,
     ):
         self._api = api
         self._settings = settings
         self._clock = clock
         self._owned = owned
+        self._liveness = liveness  # probed by run_nodewatch's probe thread; its targets follow the pods here
         self._cache = PodCache(keep=self._ours)
         self._deleting_since: dict[str, float] = {}  # by uid: when this process first saw the deletion
         self._done: set[str] = set()  # uids already force-deleted (or found gone)
@@ -101,31 +114,53 @@ class Reaper:
         for uid in set(self._deleting_since) - {p.uid for p in pods if p.deleting}:
             del self._deleting_since[uid]
         self._done &= live
+        port = self._settings.ssh_port
+        if self._liveness is not None and port is not None:
+            self._liveness.retarget({p.name: Target(pod=p.name, address=p.pod_ip, port=port) for p in pods if p.pod_ip})
+
+    def _unanswered(self, pod: PodInfo) -> str | None:
+        """The data plane's evidence: this pod (at its current address) missed every probe for the bound."""
+        liveness = self._liveness
+        if liveness is None or pod.name not in liveness.pods or liveness.target(pod.name).address != pod.pod_ip:
+            return None
+        return liveness.lost(pod.name)
 
     def _ours(self, pod: PodInfo) -> bool:
         named = statefulset_of(pod.name, self._settings.statefulsets) is not None
         return named and (self._owned is None or self._owned(pod))
 
-    def due(self) -> list[tuple[PodInfo, str, float]]:
-        """(pod, evidence, seconds since its deletion was seen) of every pod to force-delete now."""
+    def due(self) -> list[tuple[PodInfo, str]]:
+        """(pod, the whole evidence in words) of every pod to force-delete now."""
         now = self._clock()
         found = []
         for pod in self._cache.pods.values():
-            if not pod.deleting or pod.uid in self._done:
+            if pod.uid in self._done:
                 continue
             evidence = node_lost_evidence(pod)
             if evidence is None:
                 continue
+            if (unanswered := self._unanswered(pod)) is not None:
+                found.append((pod, f"{evidence}, and {unanswered}"))
+                continue
+            if not pod.deleting:
+                continue
             age = now - self._deleting_since.get(pod.uid, now)
-            if age >= (pod.deletion_grace_seconds or 0) + self._settings.margin_seconds:
-                found.append((pod, evidence, age))
+            grace, margin = pod.deletion_grace_seconds or 0, self._settings.margin_seconds
+            if age >= grace + margin:
+                found.append(
+                    (
+                        pod,
+                        f"{evidence}; still Terminating {age:.0f}s after its deletion was seen (grace {grace}s + "
+                        f"margin {margin:g}s)",
+                    )
+                )
         return found
 
     def reap_due(self) -> list[str]:
         """Force-delete what is due; returns the names deleted. A refused delete (RBAC) is logged and retried at
         the next check; a pod already gone or replaced counts as done."""
         reaped = []
-        for pod, evidence, age in self.due():
+        for pod, evidence in self.due():
             try:
                 deleted = self._api.force_delete_pod(
                     namespace=pod.namespace or self._settings.namespace, name=pod.name, uid=pod.uid
@@ -139,16 +174,15 @@ class Reaper:
                 continue
             node = pod.node_name or "(unknown)"
             message = (
-                f"pod {pod.name} on node {node}: {evidence}; still Terminating {age:.0f}s after its deletion was "
-                f"seen (grace {pod.deletion_grace_seconds or 0}s + margin {self._settings.margin_seconds:g}s) "
-                "because its node's kubelet cannot confirm it: force-deleted so that its StatefulSet recreates it "
-                "on a remaining node"
+                f"pod {pod.name} on node {node}: {evidence}; its node's kubelet, the only one that could confirm "
+                "a deletion, does not report: force-deleted so that its StatefulSet recreates it on a remaining node"
             )
             log.warning("%s", message)
             recorder = EventRecorder(
                 self._api, PodRef(namespace=pod.namespace or self._settings.namespace, name=pod.name, uid=pod.uid)
             )
-            recorder.emit(Reason.NODE_LOST, message)
+            # nodewatch's replicas act alike: the pod's uid makes it one Event
+            recorder.emit(Reason.NODE_LOST, message, once_as=f"nodelost-{pod.uid}")
             reaped.append(pod.name)
         return reaped
 
@@ -179,13 +213,20 @@ def run_nodewatch(
     owned = OwnedBy(
         api, namespace=settings.namespace, statefulsets=settings.statefulsets, on_impostor=impostor_event(api)
     )
-    reaper = Reaper(api, settings, clock=clock, owned=owned)
+    liveness = Liveness({}, kind="pod") if settings.ssh_port is not None else None
+    reaper = Reaper(api, settings, clock=clock, owned=owned, liveness=liveness)
     log.info(
-        "watching pods of %s (selector %s) for pods stuck terminating on a lost node (margin %gs)",
+        "watching pods of %s (selector %s) for pods of a lost node (%s; else terminating past grace + %gs)",
         ", ".join(settings.statefulsets),
         settings.selector,
+        f"sshd port {settings.ssh_port} probed every {liveness.policy.interval:g}s, lost after "
+        f"{liveness.policy.lost_after:g}s"
+        if liveness is not None
+        else "not probed",
         settings.margin_seconds,
     )
+    if liveness is not None:
+        threading.Thread(target=_probe, args=(liveness, stop), name="nodewatch-probe", daemon=True).start()
     followed = follow_pods(
         api,
         namespace=settings.namespace,
@@ -203,3 +244,9 @@ def run_nodewatch(
             if stop.is_set():
                 break
     return 0
+
+
+def _probe(liveness: Liveness, stop: threading.Event) -> None:
+    """Probe every followed pod each interval (the streaks the reaper reads) until `stop`."""
+    while not stop.wait(liveness.policy.interval):
+        liveness.probe_all()

@@ -34,6 +34,15 @@ NODEWATCH = [
         DEFAULT_MARGIN_SECONDS,
         doc="seconds past a pod's deletion grace period before it is forced",
     ),
+    Opt(
+        "ssh_port",
+        "--ssh-port",
+        "ARKOUDA_NODEWATCH_SSH_PORT",
+        "the pods' sshd port, probed for the data-plane evidence of a lost node (a marked pod that misses every "
+        "probe for 20 s is force-deleted at once); 0: the control plane's evidence only",
+        0,
+        doc="the pods' sshd port, probed for the data-plane evidence (0: control plane only)",
+    ),
 ]
 
 
@@ -47,6 +56,7 @@ def nodewatch_settings(v: Values, *, namespace: str) -> NodeWatchSettings:
         selector=v.parsed("selector", config.parse_selector),
         statefulsets=names,
         margin_seconds=v.number("margin"),
+        ssh_port=v.integer("ssh_port", minimum=0, maximum=65535) or None,
     )
 
 
@@ -60,8 +70,9 @@ def run(v: Values, command: Sequence[str], api_factory: Callable[[], KubeApi]) -
 COMMAND = Subcommand(
     name="nodewatch",
     help="force-delete the release's pods stuck terminating on a lost node (docs/node-loss.md)",
-    epilog="Runs until stopped; a pod is force-deleted (uid precondition, Event NodeLost) only when it is "
-    "terminating, carries the node controller's or the taint manager's mark and outlived its grace period.",
+    epilog="Runs until stopped; a pod is force-deleted (uid precondition, Event NodeLost) only when it carries the "
+    "node controller's or the taint manager's mark and either its sshd missed every probe for 20 s or it is "
+    "terminating past its grace period.",
     tables={"nodewatch": NODEWATCH},
     run=run,
 )

@@ -195,7 +195,12 @@ class KubeApi(ScaleApi, Protocol):
         """metadata.uid of StatefulSet `name` (RBAC: get statefulsets); None when it does not exist."""
         ...
 
-    def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None: ...
+    def create_event(
+        self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal", name: str | None = None
+    ) -> None:
+        """Record an Event on `pod`; with `name` the Event's own name (a second create of it raises
+        ConflictError), else a generated one."""
+        ...
 
     def get_secret(self, *, namespace: str, name: str) -> dict[str, bytes] | None: ...
 
@@ -599,8 +604,12 @@ class KubernetesApi:
         result = self._call("get statefulsets", namespace, call, name, namespace, missing_ok=True)
         return None if result is None else _s(_d(result.get("metadata")).get("uid"))
 
-    def create_event(self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal") -> None:
+    def create_event(
+        self, *, pod: PodRef, reason: str, message: str, type_: str = "Normal", name: str | None = None
+    ) -> None:
         body = event_body(pod=pod, reason=reason, message=message, type_=type_, now=dt.datetime.now(dt.UTC))
+        if name is not None:
+            body["metadata"] = {"name": name, "namespace": pod.namespace}
         self._call("create events", pod.namespace, self._core.create_namespaced_event, pod.namespace, body)
 
     # -- secrets -------------------------------------------------------------------------------------------

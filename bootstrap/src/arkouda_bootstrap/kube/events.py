@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import KubeApi, PodRef
+from arkouda_bootstrap.kube.api import ConflictError, KubeApi, PodRef
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,9 @@ class EventRecorder:
         self._api = api
         self._pod = pod
 
-    def emit(self, reason: Reason, message: str) -> None:
+    def emit(self, reason: Reason, message: str, *, once_as: str | None = None) -> None:
+        """Record `reason` on the pod. With `once_as`, at most once for that key in the pod's namespace, whoever
+        records it (the Event is named `<pod>.<once_as>`): two replicas that act alike tell it once."""
         if self._api is None or self._pod is None:
             log.debug("no pod to attach event %s to", reason)
             return
@@ -113,7 +115,10 @@ class EventRecorder:
                 reason=reason.value,
                 message=message,
                 type_="Warning" if reason in WARNINGS else "Normal",
+                name=f"{self._pod.name}.{once_as}" if once_as is not None else None,
             )
+        except ConflictError:
+            log.info("event %s on pod %s was already recorded (%s)", reason.value, self._pod.name, once_as)
         except Exception as exc:  # noqa: BLE001 - an Event is a nicety; never let it fail the launch
             log.warning("could not emit event %s on pod %s: %s", reason.value, self._pod.name, exc)
 

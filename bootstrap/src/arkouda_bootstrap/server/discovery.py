@@ -148,17 +148,22 @@ def evaluate(
     addresses: Addresses | None = None,
     not_created: Callable[[], str | None] | None = None,
     statefulset: str | None = None,
+    hold: Callable[[PodInfo], str | None] | None = None,
 ) -> tuple[Progress, list[PodInfo]]:
     """Compute progress from the current pods; the ready locales (ordinal < expected) in ordinal order. With
     `addresses` (a secondary network) a Ready pod counts once its address there is known. `not_created` says why
     the missing locales are not created (None: no reason known); `statefulset` names them (else a present pod's
-    name does, or their ordinals)."""
+    name does, or their ordinals). `hold` says why a Ready pod does not count yet (liveness.HeldBack)."""
     # One pass over the pods: this runs for every progress line.
     wanted = [p for p in order_pods(pods.values()) if ordinal(p) < expected]
     ready: list[PodInfo] = []
     waiting: list[PodInfo] = []
+    held: dict[str, str] = {}
     for p in wanted:
-        (ready if p.ready and (addresses is None or addresses.reason(p) is None) else waiting).append(p)
+        if p.ready and hold is not None and (why := hold(p)) is not None:
+            held[p.name] = why
+        counts = p.ready and p.name not in held and (addresses is None or addresses.reason(p) is None)
+        (ready if counts else waiting).append(p)
     if len(ready) >= expected:
         return Progress(
             ready=expected, expected=expected, line=f"{expected}/{expected} locales ready", done=True
@@ -167,7 +172,7 @@ def evaluate(
     for i, pod in enumerate(waiting[:MAX_WAITING_SHOWN]):
         events = events_for(pod) if (events_for is not None and i == 0) else []
         unattached = addresses.reason(pod) if addresses is not None and pod.ready else None
-        parts.append(f"{pod.name} ({unattached or pod_reason(pod, events)})")
+        parts.append(f"{pod.name} ({held.get(pod.name) or unattached or pod_reason(pod, events)})")
     if len(waiting) > MAX_WAITING_SHOWN:
         parts[-1] += f" and {len(waiting) - MAX_WAITING_SHOWN} more"
     missing = expected - len(wanted)
@@ -202,6 +207,7 @@ def wait_for_locales(
     keep: Callable[[PodInfo], bool] | None = None,
     statefulset: str | None = None,
     listener: OutageListener | None = None,
+    hold: Callable[[PodInfo], str | None] | None = None,
 ) -> list[PodInfo]:
     """Block until `expected` locale pods are Ready with an IP; return them in ordinal order.
 
@@ -221,7 +227,8 @@ def wait_for_locales(
 
     With `keep` (kube.ownership.OwnedBy) only the pods it keeps are locales. With `statefulset` (the locales'
     StatefulSet) a locale not created yet is shown with the StatefulSet's latest FailedCreate Event, read at most
-    once per EVENTS_MIN_INTERVAL."""
+    once per EVENTS_MIN_INTERVAL. With `hold` (the locales a relaunch holds back: liveness.HeldBack) a Ready pod
+    counts only once `hold` gives no reason any more; it is asked again at every watch chunk's end."""
     if expected <= 0:
         return []
     deadline = Deadline.after(timeout, clock=clock)
@@ -280,7 +287,13 @@ def wait_for_locales(
 
     def track(name: str, pod: PodInfo | None) -> None:
         """Keep `ready` current for one pod (None: deleted)."""
-        if pod is not None and pod.ready and ordinal(pod) < expected and (addresses is None or addresses.usable(pod)):
+        if (
+            pod is not None
+            and pod.ready
+            and ordinal(pod) < expected
+            and (addresses is None or addresses.usable(pod))
+            and (hold is None or hold(pod) is None)
+        ):
             ready[name] = pod
             if on_ready is not None and (name, pod.pod_ip) not in announced:
                 announced.add((name, pod.pod_ip))
@@ -310,6 +323,7 @@ def wait_for_locales(
                 addresses=addresses,
                 not_created=not_created,
                 statefulset=statefulset,
+                hold=hold,
             )
             say(progress.line)
         return None
@@ -340,6 +354,9 @@ def wait_for_locales(
                 elif isinstance(item, ChunkEnded):
                     # show what changed since the last line; Events may give other reasons without a pod change
                     events_cache.clear()
+                    if hold is not None:  # a held pod gives no event when it answers again: ask it now
+                        for name, pod in cache.pods.items():
+                            track(name, pod)
                     force = True
                 elif item.pod is not None:  # always: follow_pods yields pod changes only
                     track(item.pod.name, cache.pods.get(item.pod.name))

@@ -25,7 +25,7 @@ from arkouda_bootstrap.errors import EXIT_FAILURE, EXIT_LOCALE_LOST, BootstrapEr
 from arkouda_bootstrap.kube.api import KubeApi, PodInfo, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.server import mpioutcome
-from arkouda_bootstrap.server.main import _launch_supervised, _stdout, prepare_server
+from arkouda_bootstrap.server.main import _launch_supervised, _liveness, _stdout, prepare_server
 from arkouda_bootstrap.ssh import client as ssh
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ def run_once(
             env={**os.environ, **prepared.plan.env},
             launched=launched,
             grace_seconds=grace_seconds,
+            liveness=_liveness(prepared, settings),
             output=tail.append,
         )
     except BootstrapError as exc:

@@ -21,6 +21,7 @@ never stops it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -28,6 +29,8 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+from arkouda_bootstrap.kube.api import PodInfo
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +85,10 @@ class Liveness:
         policy: ProbePolicy = ProbePolicy(),
         connect: Callable[[str, int, float], str | None] = tcp_connect,
         clock: Callable[[], float] = time.monotonic,
+        kind: str = "locale",
     ) -> None:
         self.policy = policy
+        self.kind = kind  # what a target is called in log lines and reasons ("locale"; nodewatch's "pod")
         self._targets = dict(targets)
         self._connect = connect
         self._clock = clock
@@ -94,33 +99,48 @@ class Liveness:
 
     @property
     def pods(self) -> list[str]:
-        return sorted(self._targets)
+        with self._lock:
+            return sorted(self._targets)
+
+    def retarget(self, targets: Mapping[str, Target]) -> None:
+        """Follow another set of pods (nodewatch's change as pods come and go): a pod gone or at another address
+        (a new pod under the same name) starts with no misses."""
+        with self._lock:
+            for pod in set(self._targets) - {p for p, t in targets.items() if self._targets.get(p) == t}:
+                self._missing_since.pop(pod, None)
+                self._misses.pop(pod, None)
+                self._last_error.pop(pod, None)
+            self._targets = dict(targets)
 
     def target(self, pod: str) -> Target:
         return self._targets[pod]
 
     def answers(self, pod: str) -> bool:
         """Probe `pod` once now; True when it answered (its miss streak ends), else the streak grows."""
-        target = self._targets[pod]
+        with self._lock:
+            target = self._targets[pod]
         started = self._clock()
         error = self._connect(target.address, target.port, self.policy.timeout)
         with self._lock:
+            if self._targets.get(pod) != target:  # retargeted meanwhile: this answer is about a pod gone
+                return error is None
             if error is None:
                 if self._misses.pop(pod, 0):
-                    log.info("locale %s (%s) answers on the pod network again", pod, target.address)
+                    log.info("%s %s (%s) answers on the pod network again", self.kind, pod, target.address)
                 self._missing_since.pop(pod, None)
                 return True
-            self._missing_since.setdefault(pod, started)
-            self._misses[pod] = self._misses.get(pod, 0) + 1
+            since = self._missing_since.setdefault(pod, started)
+            misses = self._misses[pod] = self._misses.get(pod, 0) + 1
             self._last_error[pod] = error
         log.warning(
-            "locale %s (%s:%d) did not answer: %s (miss %d, for %.0fs; lost after %gs)",
+            "%s %s (%s:%d) did not answer: %s (miss %d, for %.0fs; lost after %gs)",
+            self.kind,
             pod,
             target.address,
             target.port,
             error,
-            self._misses[pod],
-            self._clock() - self._missing_since[pod],
+            misses,
+            self._clock() - since,
             self.policy.lost_after,
         )
         return False
@@ -135,9 +155,9 @@ class Liveness:
             if seconds < self.policy.lost_after:
                 return None
             misses, last = self._misses[pod], self._last_error[pod]
-        target = self._targets[pod]
+            target = self._targets[pod]
         return (
-            f"locale {pod} does not answer on the pod network: {misses} connects to its sshd at "
+            f"{self.kind} {pod} does not answer on the pod network: {misses} connects to its sshd at "
             f"{target.address}:{target.port} missed over {seconds:.0f}s (last: {last})"
         )
 
@@ -147,5 +167,65 @@ class Liveness:
         if not pods:
             return []
         with ThreadPoolExecutor(max_workers=min(MAX_PROBE_THREADS, len(pods)), thread_name_prefix="liveness") as pool:
-            list(pool.map(self.answers, pods))
+            list(pool.map(self._answers_if_followed, pods))
         return [reason for pod in pods if (reason := self.lost(pod)) is not None]
+
+    def _answers_if_followed(self, pod: str) -> None:
+        with contextlib.suppress(KeyError):  # retargeted away meanwhile
+            self.answers(pod)
+
+    def held_back(self, uids: Mapping[str, str]) -> HeldBack:
+        """The locales lost now (by pod name, with the `uids` of the pods that were launched), to keep out of the
+        next launch until they answer again."""
+        lost = {}
+        for pod in self.pods:
+            if self.lost(pod) is not None and pod in uids:
+                lost[pod] = (uids[pod], self.target(pod))
+        return HeldBack(lost, policy=self.policy, connect=self._connect, clock=self._clock)
+
+
+class HeldBack:
+    """Locale pods that were lost for not answering on the pod network. The relaunch waits for each to answer
+    again, or for its pod to be replaced (another uid), instead of taking it for Ready: the control plane can still
+    call it Ready (its node's loss is told only after the node controller's grace, 50 s by default), and launching
+    on it would fail. `reason(pod)` probes a held pod at most once per `policy.interval`."""
+
+    def __init__(
+        self,
+        lost: Mapping[str, tuple[str, Target]],
+        *,
+        policy: ProbePolicy = ProbePolicy(),
+        connect: Callable[[str, int, float], str | None] = tcp_connect,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lost = dict(lost)
+        self._policy = policy
+        self._connect = connect
+        self._clock = clock
+        self._checked: dict[str, tuple[float, str]] = {}  # pod -> when it last missed, and why
+
+    @property
+    def pods(self) -> list[str]:
+        return sorted(self._lost)
+
+    def reason(self, pod: PodInfo) -> str | None:
+        """Why this pod is held back from the launch, or None (not held, replaced, or it answers now)."""
+        held = self._lost.get(pod.name)
+        if held is None:
+            return None
+        uid, target = held
+        if pod.uid != uid or pod.pod_ip != target.address:
+            del self._lost[pod.name]  # a new pod: it starts afresh
+            return None
+        now = self._clock()
+        last = self._checked.get(pod.name)
+        if last is None or now - last[0] >= self._policy.interval:
+            error = self._connect(target.address, target.port, self._policy.timeout)
+            if error is None:
+                log.info("locale %s (%s) answers on the pod network again", pod.name, target.address)
+                del self._lost[pod.name]
+                self._checked.pop(pod.name, None)
+                return None
+            last = (now, error)
+            self._checked[pod.name] = last
+        return f"does not answer on the pod network at {target.address}:{target.port}: {last[1]}"

@@ -27,7 +27,7 @@ from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.retry import ApiRetry
 from arkouda_bootstrap.server import discovery, launch, workdir
 from arkouda_bootstrap.server.giveback import GiveBack
-from arkouda_bootstrap.server.liveness import Liveness, Target
+from arkouda_bootstrap.server.liveness import HeldBack, Liveness, Target
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
 from arkouda_bootstrap.ssh import probe as sshprobe
@@ -61,7 +61,10 @@ def prepare_server(
     recorder: EventRecorder,
     report: Callable[[str], None] = _stdout,
     probe_policy: ssh.RetryPolicy | None = None,
+    held: HeldBack | None = None,
 ) -> Prepared:
+    """Wait for the locales, probe them and write the launcher's files. `held`: locales the last run lost for not
+    answering, which count only once they answer again or are replaced."""
     ident = ensure_identity(state_dir=settings.state_dir)
     work_dir = settings.work_dir if settings.launcher is Launcher.ARKOUDA else None
     started = time.monotonic()
@@ -129,6 +132,7 @@ def prepare_server(
                     addresses=addresses,
                     keep=owned,
                     statefulset=settings.locale_statefulset or None,
+                    hold=held.reason if held is not None else None,
                     listener=OutageNotice(
                         doing="the server waits for its locales (the wait deadline, --timeout, is paused)",
                         report=report,
@@ -226,9 +230,12 @@ def run_server(
         with recorder.on_error(Reason.RBAC_MISSING, of=ForbiddenError):
             give_back.restore_if_released()
     losses_in_a_row = 0
+    held: HeldBack | None = None
     while True:
         try:
-            prepared = prepare_server(api, settings, recorder=recorder, report=report, probe_policy=probe_policy)
+            prepared = prepare_server(
+                api, settings, recorder=recorder, report=report, probe_policy=probe_policy, held=held
+            )
         except discovery.WaitTimeoutError as exc:
             if give_back is None:
                 raise
@@ -243,11 +250,24 @@ def run_server(
         if not settings.supervise:
             _exec(prepared, env, recorder, launched=launched)
         started = clock()
+        liveness = _liveness(prepared, settings)
         outcome = _launch_supervised(
-            api, prepared, settings, recorder, env=env, launched=launched, grace_seconds=grace_seconds
+            api,
+            prepared,
+            settings,
+            recorder,
+            env=env,
+            launched=launched,
+            grace_seconds=grace_seconds,
+            liveness=liveness,
         )
         if outcome.lost_reason is None:
             return outcome.exit_code
+        # A locale lost for not answering may still be Ready to the control plane (its node's loss is told only
+        # after the node controller's grace): the relaunch waits for it to answer again or to be replaced.
+        held = liveness.held_back({p.name: p.uid for p in prepared.locales}) if liveness is not None else None
+        if held is not None and held.pods:
+            log.info("held back from the relaunch until they answer or are replaced: %s", ", ".join(held.pods))
         stopped = f"{outcome.lost_reason}; stopped the program (status {outcome.exit_code})"
         if outcome.signalled:
             raise BootstrapError(f"{stopped}; not relaunching: we are being stopped", exit_code=EXIT_LOCALE_LOST)
@@ -311,6 +331,13 @@ def _exec(prepared: Prepared, env: dict[str, str], recorder: EventRecorder, *, l
         raise BootstrapError(f"cannot exec {prepared.plan.argv[0]}: {exc.strerror or exc}") from None
 
 
+def _liveness(prepared: Prepared, settings: ServerSettings) -> Liveness | None:
+    """Row 9 of the supervisor's decision table: the locales' sshd, at the addresses the launcher uses."""
+    if not prepared.locales:
+        return None
+    return Liveness({h.pod: Target(pod=h.pod, address=h.address, port=settings.port) for h in prepared.hosts[1:]})
+
+
 def _launch_supervised(
     api: KubeApi,
     prepared: Prepared,
@@ -320,6 +347,7 @@ def _launch_supervised(
     env: dict[str, str],
     launched: str,
     grace_seconds: float,
+    liveness: Liveness | None,
     output: Callable[[str], None] | None = None,
 ) -> Outcome:
     monitor = (
@@ -332,10 +360,7 @@ def _launch_supervised(
             listener=OutageNotice(
                 doing="the program runs on and the supervisor resumes following the locales", emit=recorder.emit
             ),
-            # row 9 of the supervisor's decision table: the locales' sshd, at the addresses the launcher uses
-            liveness=Liveness(
-                {h.pod: Target(pod=h.pod, address=h.address, port=settings.port) for h in prepared.hosts[1:]}
-            ),
+            liveness=liveness,
             on_note=lambda message: recorder.emit(Reason.LOCALE_NOT_READY, message),
         )
         if prepared.locales
