@@ -39,12 +39,9 @@ RELEASE_SEL = release_pods(RELEASE)
 KILL = REPO_ROOT / "hack" / "cluster" / "node-kill.sh"
 RESTORE = REPO_ROOT / "hack" / "cluster" / "node-restore.sh"
 KILLABLE = re.compile(r"arkouda-node-[1-9][0-9]*")
-# Pod grace and nodewatch margin for this release: nodewatch force-deletes a lost node's pod only after both, so the
-# chart's defaults (30 s, 10 s) would add 30 s to each loss without testing anything more (docs/node-loss.md,
-# "Testing it").
-GRACE_SECONDS = 5
-# one node's loss: node-monitor-grace-period (50 s) + taint toleration (10 s) + pod grace and nodewatch margin
-# (GRACE_SECONDS each) + a watch chunk + start and relaunch is about 70 s; well over twice that is a failure
+# one node's loss with the chart's defaults: the node controller's mark (node-monitor-grace-period 50 s after the
+# kubelet's last report) + the replacement's start and relaunch is about a minute; well over twice that is a failure
+# (the time itself is printed, and compared in `make bench`, not asserted here)
 RECOVERY_TIMEOUT = 300.0
 PROGRAM = "arkouda_server_real"
 
@@ -142,6 +139,20 @@ def describe(kube: Kube, ns: str) -> Callable[[], str]:
     return text
 
 
+TIMELINE_REASONS = ("NodeNotReady", "LocaleLost", "NodeLost", "Relaunching", "LocalesReady", "Launched")
+
+
+def timeline(kube: Kube, ns: str, since: float) -> str:
+    """The release's Events of a node loss as seconds after `since` (wall clock, the Events' own second-resolution
+    times): what the timeline in docs/node-loss.md predicts, as measured."""
+    steps = []
+    for e in kube.core.list_namespaced_event(ns).items:
+        when = e.last_timestamp or e.event_time or e.first_timestamp
+        if e.reason in TIMELINE_REASONS and when is not None and when.timestamp() >= since - 1:
+            steps.append((when.timestamp() - since, f"{e.reason} {e.involved_object.name}"))
+    return "\n".join(f"  +{t:5.0f} s  {what}" for t, what in sorted(steps))
+
+
 def programs_per_locale(kube: Kube, ns: str) -> dict[str, int]:
     """How many arkouda_server_real processes run in each locale pod (their /proc cmdlines; the pattern's [l] keeps
     grep and sh from counting themselves)."""
@@ -164,14 +175,12 @@ def test_install_spread_over_the_nodes(kube: Kube, ns: str, nodes: list[str]) ->
         "install", RELEASE, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
         "--set-json", "server.affinity=" + server_affinity(nodes),
         "--set-json", "locale.affinity=" + LOCALE_AFFINITY,
-        "--set", f"server.terminationGracePeriodSeconds={GRACE_SECONDS}",
-        "--set", f"locale.terminationGracePeriodSeconds={GRACE_SECONDS}",
-        "--set", f"nodeWatch.marginSeconds={GRACE_SECONDS}",
         "--wait", "--timeout", "8m", timeout=600,
     )
     pods = kube.watch_pods_until(ns, RELEASE_SEL, all_ready(3), timeout=120, what="3 Ready pods of the release")
     placement = {p.metadata.name: p.spec.node_name for p in pods}
-    print(f"\nplacement: {placement}")
+    watchers = kube.pods(ns, f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=nodewatch")
+    print(f"\nplacement: {placement}; nodewatch on {sorted(p.spec.node_name for p in watchers)}")
     assert placement[SERVER_POD] in nodes
     wait_for("the first launch", lambda: "Launched" in reasons(kube, ns, SERVER_POD), timeout=180,
              describe=describe(kube, ns))
@@ -186,6 +195,7 @@ def test_losing_the_node_of_a_locale(kube: Kube, ns: str, nodes: list[str], kill
     victim = candidates[0]
     dead, old_uid = victim.spec.node_name, victim.metadata.uid
     launched_before = reasons(kube, ns, SERVER_POD).count("Launched")
+    wall = time.time()
     t0 = kill_node(dead, killed)
 
     def recovered() -> bool:
@@ -197,8 +207,10 @@ def test_losing_the_node_of_a_locale(kube: Kube, ns: str, nodes: list[str], kill
     elapsed = time.monotonic() - t0
     lost = node_lost_messages(kube, ns, victim.metadata.name)
     print(f"\nnode loss (locale {victim.metadata.name} on {dead}): Ready again with a relaunched program in "
-          f"{elapsed:.1f}s\n  NodeLost: {lost}")
-    assert lost, "nodewatch did not record NodeLost on the stuck locale pod"
+          f"{elapsed:.1f}s\n{timeline(kube, ns, wall)}\n  NodeLost: {lost}")
+    assert lost, "nodewatch did not record NodeLost on the lost locale pod"
+    # the data plane's evidence, not the eviction and grace period: the fast path of docs/node-loss.md
+    assert any("does not answer on the pod network" in m for m in lost), lost
     server_reasons = reasons(kube, ns, SERVER_POD)
     assert "LocaleLost" in server_reasons and "Relaunching" in server_reasons, server_reasons
     assert pod_node(kube, ns, victim.metadata.name) != dead
@@ -212,6 +224,7 @@ def test_losing_the_node_of_the_server(kube: Kube, ns: str, nodes: list[str], ki
     # processes whose command line names the program, per locale pod, while one program runs (a launch may
     # start it through a shell, so this is the baseline, not 1)
     baseline = max(programs_per_locale(kube, ns).values())
+    wall = time.time()
     t0 = kill_node(dead, killed)
 
     def recovered() -> bool:
@@ -223,8 +236,9 @@ def test_losing_the_node_of_the_server(kube: Kube, ns: str, nodes: list[str], ki
     lost = [e.message for e in kube.core.list_namespaced_event(ns).items
             if e.reason == "NodeLost" and e.involved_object.uid == old_uid]
     print(f"\nnode loss (server pod on {dead}): a new server pod Ready with a relaunched program in {elapsed:.1f}s"
-          f"\n  NodeLost: {lost}")
-    assert lost, "nodewatch did not record NodeLost on the stuck server pod"
+          f"\n{timeline(kube, ns, wall)}\n  NodeLost: {lost}")
+    assert lost, "nodewatch did not record NodeLost on the lost server pod"
+    assert any("does not answer on the pod network" in m for m in lost), lost
     assert "Launched" in [e.reason for e in kube.core.list_namespaced_event(ns).items
                           if e.involved_object.name == SERVER_POD and e.involved_object.uid != old_uid]
     # the old launcher died with its node: the programs it started on the surviving locales must go too, or they
