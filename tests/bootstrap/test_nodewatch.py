@@ -27,6 +27,8 @@ from arkouda_bootstrap.kube.api import (
 from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import ChunkEnded
 from arkouda_bootstrap.nodewatch import (
+    MARK_SETTLE_SECONDS,
+    UNCLAIMED_SECONDS,
     NodeWatchSettings,
     Reaper,
     impostor_event,
@@ -423,3 +425,77 @@ def test_nodewatch_probes_only_with_an_ssh_port() -> None:
     assert got.ssh_port == 2222
     with pytest.raises(UsageError, match="--ssh-port"):
         settings_from(["--statefulsets", "s", "--selector", "a=b", "--ssh-port", "70000"])
+
+
+# -- the node controller marks the pods before it taints the node: a replacement can be bound to the dead node -----
+
+
+def test_the_data_planes_evidence_waits_a_moment_after_the_mark_for_the_nodes_taint() -> None:
+    lost = make_pod(f"{LOCALE}-1", ip="10.0.0.2", node_name="node-2", uid="u1")
+    reaper, kube, clock, network, liveness = probed(lost)
+    network.down.add("10.0.0.2")
+    probe_for(20, liveness, clock)  # lost on the data plane, not yet marked: the server's case, not nodewatch's
+    assert reaper.reap_due() == []
+    reaper.observe(PodEvent(type="MODIFIED", pod=replace(lost, conditions=NODE_CONTROLLER_MARK), resource_version="6"))
+    assert reaper.reap_due() == []  # the mark has just come: the node may not be tainted yet
+    assert f"{LOCALE}-1" in kube.pods and not kube.created_events
+    clock.advance(MARK_SETTLE_SECONDS)
+    reaper.observe(ChunkEnded("100"))
+    assert reaper.reap_due() == [f"{LOCALE}-1"]
+
+
+def unclaimed_replacement(uid: str, node: str = "node-2") -> PodInfo:
+    """What the scheduler leaves: bound, its condition only; no kubelet has reported the pod."""
+    return make_pod(
+        f"{LOCALE}-1",
+        ip=None,
+        node_name=node,
+        uid=uid,
+        phase="Pending",
+        conditions=(PodCondition(type="PodScheduled", status="True"),),
+    )
+
+
+def lost_and_reaped() -> tuple[Reaper, FakeKube, FakeClock]:
+    lost = make_pod(f"{LOCALE}-1", ip="10.0.0.2", conditions=NODE_CONTROLLER_MARK, node_name="node-2", uid="u1")
+    reaper, kube, clock, network, liveness = probed(lost, make_pod(f"{LOCALE}-0", node_name="node-1", uid="u0"))
+    network.down.add("10.0.0.2")
+    probe_for(20, liveness, clock)
+    assert reaper.reap_due() == [f"{LOCALE}-1"]
+    kube.created_events.clear()
+    return reaper, kube, clock
+
+
+def test_a_replacement_bound_to_the_lost_node_that_no_kubelet_takes_is_forced_too() -> None:
+    reaper, kube, clock = lost_and_reaped()
+    new = unclaimed_replacement("u2")
+    kube.pods[new.name] = new
+    reaper.observe(PodEvent(type="ADDED", pod=new, resource_version="7"))
+    clock.advance(UNCLAIMED_SECONDS - 1)
+    reaper.observe(ChunkEnded("100"))
+    assert reaper.reap_due() == []  # a live kubelet would have reported it by now; this one gets the full time
+    clock.advance(1)
+    reaper.observe(ChunkEnded("100"))
+    assert reaper.reap_due() == [f"{LOCALE}-1"]
+    assert f"{LOCALE}-1" not in kube.pods  # the fake honours the uid precondition: u2 itself was deleted
+    [event] = kube.created_events
+    assert event.reason == "NodeLost" and event.pod.uid == "u2"
+    assert "bound to this node, found lost here before, and no kubelet took it in 10s" in event.message
+
+
+def test_a_replacement_on_another_node_or_taken_by_a_kubelet_is_left_alone() -> None:
+    reaper, kube, clock = lost_and_reaped()
+    elsewhere = unclaimed_replacement("u2", node="node-1")
+    reaper.observe(PodEvent(type="ADDED", pod=elsewhere, resource_version="7"))
+    clock.advance(60)
+    reaper.observe(ChunkEnded("100"))
+    assert reaper.reap_due() == []
+    # the node came back: its kubelet took a pod bound there, so the node is not lost any more
+    taken = make_pod(f"{LOCALE}-1", ip="10.0.0.7", node_name="node-2", uid="u3", phase="Pending", ready=False)
+    reaper.observe(PodEvent(type="MODIFIED", pod=taken, resource_version="8"))
+    later = unclaimed_replacement("u4")
+    reaper.observe(PodEvent(type="MODIFIED", pod=later, resource_version="9"))
+    clock.advance(60)
+    reaper.observe(ChunkEnded("100"))
+    assert reaper.reap_due() == []
+    assert not kube.created_events

@@ -17,6 +17,11 @@ the node controller's or the taint manager's mark of a lost node, and then on on
   deleted and has outlived its own grace period plus a margin, as seen by this process; a kubelet that is alive
   confirms within the grace period.
 
+The node controller marks the pods and taints the node unschedulable in separate steps: a replacement created in
+between can be bound to the dead node, where no kubelet will ever start it. So the data-plane rule waits a moment
+after the mark (MARK_SETTLE_SECONDS), and a pod of ours that is bound to a node this process found lost and that no
+kubelet took within UNCLAIMED_SECONDS is force-deleted too (the scheduler then places it elsewhere).
+
 The delete carries the pod's uid as precondition, so the replacement under the same name is never touched.
 """
 
@@ -46,6 +51,22 @@ DEFAULT_MARGIN_SECONDS = 10.0
 # A dead node sends no more pod changes, so the stuck pods are re-checked after every watch request at the latest.
 DEFAULT_CHUNK_SECONDS = 5
 TAINT_MANAGER_REASON = "DeletionByTaintManager"
+# Seconds from the first sight of a lost node's mark on a pod to its force-delete on the data plane's evidence: the
+# node controller's taint that keeps the scheduler off the node follows the mark within its next pass (< 1 s).
+MARK_SETTLE_SECONDS = 2.0
+# Seconds a pod bound to a lost node may wait for a kubelet to take it (a live one reports the pod in about 1 s).
+UNCLAIMED_SECONDS = 10.0
+
+
+def unclaimed(pod: PodInfo) -> bool:
+    """Bound to a node, but no kubelet has reported it yet: only the scheduler's condition, no address, no
+    container."""
+    return (
+        bool(pod.node_name)
+        and not pod.pod_ip
+        and not pod.containers
+        and all(c.type == "PodScheduled" for c in pod.conditions)
+    )
 
 
 def node_lost_evidence(pod: PodInfo) -> str | None:
@@ -101,7 +122,12 @@ class Reaper:
         self._liveness = liveness  # probed by run_nodewatch's probe thread; its targets follow the pods here
         self._cache = PodCache(keep=self._ours)
         self._deleting_since: dict[str, float] = {}  # by uid: when this process first saw the deletion
+        self._marked_since: dict[str, float] = {}  # by uid: when this process first saw a lost node's mark
         self._done: set[str] = set()  # uids already force-deleted (or found gone)
+        # node -> uids of our pods on it when this process found it lost; a pod bound there later that a kubelet
+        # takes proves the node alive again
+        self._lost_nodes: dict[str, set[str]] = {}
+        self._unclaimed_since: dict[str, float] = {}  # by uid: bound to a lost node, not taken by a kubelet
 
     def observe(self, item: PodList | PodEvent | ChunkEnded) -> None:
         self._cache.apply(item)
@@ -111,8 +137,23 @@ class Reaper:
         for pod in pods:
             if pod.deleting:
                 self._deleting_since.setdefault(pod.uid, now)
+            if node_lost_evidence(pod) is not None:
+                self._marked_since.setdefault(pod.uid, now)
+            else:  # a kubelet that reported again cleared it
+                self._marked_since.pop(pod.uid, None)
+            before = self._lost_nodes.get(pod.node_name)
+            if before is not None and pod.uid not in before:
+                if unclaimed(pod):
+                    self._unclaimed_since.setdefault(pod.uid, now)
+                else:
+                    log.info("node %s runs pod %s again: its kubelet is back", pod.node_name, pod.name)
+                    del self._lost_nodes[pod.node_name]
         for uid in set(self._deleting_since) - {p.uid for p in pods if p.deleting}:
             del self._deleting_since[uid]
+        for uid in set(self._marked_since) - live:
+            del self._marked_since[uid]  # a pod gone from a relist
+        still = {p.uid for p in pods if unclaimed(p)}
+        self._unclaimed_since = {uid: t for uid, t in self._unclaimed_since.items() if uid in still}
         self._done &= live
         port = self._settings.ssh_port
         if self._liveness is not None and port is not None:
@@ -136,10 +177,21 @@ class Reaper:
         for pod in self._cache.pods.values():
             if pod.uid in self._done:
                 continue
+            bound = self._unclaimed_since.get(pod.uid)
+            if bound is not None and now - bound >= UNCLAIMED_SECONDS and pod.node_name in self._lost_nodes:
+                found.append(
+                    (
+                        pod,
+                        f"it was bound to this node, found lost here before, and no kubelet took it in "
+                        f"{now - bound:.0f}s (the scheduler placed it before the node was tainted)",
+                    )
+                )
+                continue
             evidence = node_lost_evidence(pod)
             if evidence is None:
                 continue
-            if (unanswered := self._unanswered(pod)) is not None:
+            settled = now - self._marked_since.get(pod.uid, now) >= MARK_SETTLE_SECONDS
+            if settled and (unanswered := self._unanswered(pod)) is not None:
                 found.append((pod, f"{evidence}, and {unanswered}"))
                 continue
             if not pod.deleting:
@@ -161,6 +213,9 @@ class Reaper:
         the next check; a pod already gone or replaced counts as done."""
         reaped = []
         for pod, evidence in self.due():
+            if pod.node_name and pod.node_name not in self._lost_nodes:
+                on_it = {p.uid for p in self._cache.pods.values() if p.node_name == pod.node_name}
+                self._lost_nodes[pod.node_name] = on_it
             try:
                 deleted = self._api.force_delete_pod(
                     namespace=pod.namespace or self._settings.namespace, name=pod.name, uid=pod.uid
