@@ -549,3 +549,16 @@ def test_a_held_back_locale_counts_only_once_hold_lets_it_go_asked_again_at_each
         "1/1 locales ready",
     ]
     assert ("watch_pods", "100") in api.calls  # it waited for the chunk's end, no pod changed meanwhile
+
+
+def test_a_held_locale_that_turned_not_ready_is_named_for_not_answering() -> None:
+    """Its traffic dropped: the kubelet's readiness probe fails for the same reason, and the line says the reason
+    that can be acted on (the pod network), not "not ready"; a pod the hold does not know keeps its own reason."""
+    pods = {
+        "r-0": make_pod("r-0", ip="10.0.0.1", ready=False),
+        "r-1": make_pod("r-1", ip="10.0.0.2", ready=False),
+    }
+    why = "does not answer on the pod network at 10.0.0.1:2222: timed out"
+    progress, ready = evaluate(pods, expected=2, hold=lambda p: why if p.name == "r-0" else None)
+    assert progress.line == f"0/2 locales ready; waiting for r-0 ({why}), r-1 (Running: not ready)"
+    assert ready == []

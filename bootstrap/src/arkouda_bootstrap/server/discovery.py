@@ -160,7 +160,8 @@ def evaluate(
     waiting: list[PodInfo] = []
     held: dict[str, str] = {}
     for p in wanted:
-        if p.ready and hold is not None and (why := hold(p)) is not None:
+        # a held pod says why even when NotReady: its readiness probe fails for the same reason
+        if hold is not None and (why := hold(p)) is not None:
             held[p.name] = why
         counts = p.ready and p.name not in held and (addresses is None or addresses.reason(p) is None)
         (ready if counts else waiting).append(p)
