@@ -11,11 +11,11 @@ BENCH_LAUNCH_LOCALES ?= 2,8,32
 BENCH_GATE_REPEATS ?= 5
 BENCH_PY = PYTHONPATH=$(REPO_ROOT)/bench/src:$(PYTHONPATH) $(PY) -m arkouda_bench --results-dir $(RESULTS_DIR) --repo-root $(REPO_ROOT)
 
-BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-report
+BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-nodeloss bench-report
 LINT_TARGETS += lint-bench
 TEST_TARGETS += test-bench
 
-.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-report lint-bench test-bench
+.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-nodeloss bench-report lint-bench test-bench
 
 bench-start: venv
 	@rm -rf $(RESULTS_DIR)/parts
@@ -66,6 +66,17 @@ bench-checkpoint: venv ## checkpoint rows: save/load of 64 and 512 MiB through t
 	else \
 	  reason="$$(grep -v '^make' $(RESULTS_DIR)/checkpoint-prepare.log | tail -n 1)"; \
 	  $(BENCH_PY) checkpoint --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/checkpoint-prepare.log)"; \
+	fi
+
+# Node loss on the local 3-node cluster: a locale's node killed and restored, 3 times; same guard as bench-launch.
+bench-nodeloss: venv ## node loss rows: a locale's node killed → LocaleLost, NodeLost, program relaunched, release Ready
+	@mkdir -p $(RESULTS_DIR)
+	@echo "bench-nodeloss: make e2e-prepare (log: $(RESULTS_DIR)/nodeloss-prepare.log)"
+	@if $(MAKE) e2e-prepare > $(RESULTS_DIR)/nodeloss-prepare.log 2>&1; then \
+	  KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(BENCH_PY) nodeloss --repeats $(BENCH_REPEATS); \
+	else \
+	  reason="$$(grep -v '^make' $(RESULTS_DIR)/nodeloss-prepare.log | tail -n 1)"; \
+	  $(BENCH_PY) nodeloss --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/nodeloss-prepare.log)"; \
 	fi
 
 bench-report: venv ## Merge the bench parts into $(RESULTS_DIR)/bench.{csv,json} and print the table

@@ -21,6 +21,7 @@ from arkouda_bench.cluster import (
     release_ready,
     why_not_two_nodes,
 )
+from arkouda_bench.nodeloss import NODE0, install_args, why_not
 from arkouda_bench.runtime import RUNTIME_PACKAGES, runtime_pins
 from arkouda_bench.scale import labels, pod_manifest, ready_status, selector
 from arkouda_bench.sshconfig import strip_tuning
@@ -167,3 +168,29 @@ def test_the_gate_events_give_their_seconds() -> None:
 def test_a_gate_event_without_seconds_is_an_error_not_a_zero() -> None:
     with pytest.raises(BenchSetupError, match="no 'in <seconds> s'"):
         event_seconds("saved 4 array(s), 64.0 MiB to /shared/x")
+
+
+def test_the_node_loss_rows_say_why_a_cluster_cannot_run_them() -> None:
+    three = ["arkouda-node", "arkouda-node-1", "arkouda-node-2"]
+    assert why_not(three, three[1:]) == ""
+    assert "2 extra nodes" in why_not(three[:2], three[1:2])
+    assert "this cluster has ['other-0', 'other-1', 'other-2']" in why_not(
+        ["other-0", "other-1", "other-2"], []
+    )
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not on PATH (make tools)")
+def test_the_node_loss_release_keeps_its_server_on_node_0_and_its_locales_apart() -> None:
+    root = Path(__file__).resolve().parents[2]
+    args = install_args(
+        chart=root / "charts" / "arkouda", values=root / "values" / "local.yaml", namespace="ns"
+    )
+    assert args[0] == "install"
+    out = subprocess.run(["helm", "template", *args[1:]], capture_output=True, text=True, check=True).stdout
+    sets = {d["metadata"]["name"]: d for d in yaml.safe_load_all(out) if d and d["kind"] == "StatefulSet"}
+    server = sets["nl-arkouda-server"]["spec"]["template"]["spec"]["affinity"]
+    (term,) = server["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": HOSTNAME_KEY, "operator": "In", "values": [NODE0]}]
+    locale = sets["nl-arkouda-locale"]["spec"]["template"]["spec"]["affinity"]
+    (apart,) = locale["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert apart["topologyKey"] == HOSTNAME_KEY

@@ -156,6 +156,22 @@ def _parser() -> argparse.ArgumentParser:
         help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
     )
 
+    n = sub.add_parser(
+        "nodeloss",
+        help="node loss on the local 3-node cluster: a locale's node killed → LocaleLost, NodeLost, "
+        "relaunch, Ready",
+    )
+    n.add_argument("--repeats", type=_positive, default=3)
+    n.add_argument(
+        "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
+    )
+    n.add_argument(
+        "--not-run",
+        metavar="REASON",
+        default="",
+        help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
+    )
+
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(
         "--markdown", action="store_true", help="print the table as Markdown (for bench/README.md)"
@@ -213,12 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.write_part(results_dir, "scale", rows, facts=facts)
             print(results.render_table(rows))
             return 0
-        if args.part in ("cluster", "launch", "gate", "checkpoint"):
+        if args.part in ("cluster", "launch", "gate", "checkpoint", "nodeloss"):
             part_rows = {
                 "cluster": _cluster_rows,
                 "launch": _launch_rows,
                 "gate": _gate_rows,
                 "checkpoint": _checkpoint_rows,
+                "nodeloss": _nodeloss_rows,
             }[args.part]
             rows = part_rows(args, command)
             results.write_part(results_dir, args.part, rows, facts=facts)
@@ -269,6 +286,19 @@ def _checkpoint_rows(args: argparse.Namespace, command: str) -> list[results.Row
     if reason or kubeconfig is None:
         return checkpointcluster.not_run_rows(reason, command)
     return checkpointcluster.run(
+        kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
+    )
+
+
+def _nodeloss_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
+    from arkouda_bench import nodeloss  # noqa: PLC0415 - needs the kubernetes client only here
+
+    kubeconfig, reason = _kubeconfig_reason(args)
+    if not reason and os.geteuid() != 0:
+        reason = "killing a node of the local cluster needs root"
+    if reason or kubeconfig is None:
+        return nodeloss.not_run_rows(reason, command)
+    return nodeloss.run(
         kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
     )
 
