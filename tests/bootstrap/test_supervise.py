@@ -227,6 +227,50 @@ def test_row_9_a_locale_that_misses_every_probe_for_the_bound_is_lost_whatever_r
     ]
 
 
+class SlowNetwork(FakeNetwork):
+    """Test double: a connect to a down address takes the whole timeout on the fake clock, as a real one does."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def connect(self, address: str, port: int, timeout: float) -> str | None:
+        if address in self.down:
+            self.clock.advance(timeout)
+        return super().connect(address, port, timeout)
+
+
+class Rounds(threading.Event):
+    """Test double of the stop Event: its wait moves the fake clock instead of sleeping, and keeps the waits."""
+
+    def __init__(self, clock: FakeClock, *, last: int) -> None:
+        super().__init__()
+        self.clock, self.last = clock, last
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None
+        self.waits.append(timeout)
+        self.clock.advance(timeout)
+        return len(self.waits) > self.last
+
+
+def test_row_9_rounds_start_an_interval_apart_however_long_the_misses_take() -> None:
+    clock = FakeClock()
+    network = SlowNetwork(clock)
+    liveness = liveness_of(TRACKED, network=network, clock=clock)
+    network.down.add("10.0.0.2")
+    stop = Rounds(clock, last=5)
+    lost = list(liveness.rounds(stop))
+    assert stop.waits == [5.0, 2.0, 2.0, 2.0, 2.0, 2.0]  # each round's 3 s timeout is part of its interval
+    assert lost[:4] == [[], [], [], []]
+    # the 5th round starts 20 s after the 1st: lost at its end, not after 5 x (5 + 3) s
+    assert lost[4] == [
+        "locale r-1 does not answer on the pod network: 5 connects to its sshd at 10.0.0.2:2222 missed over 23s "
+        "(last: no answer within 3s)"
+    ]
+
+
 def test_row_9_a_drop_shorter_than_the_bound_is_forgotten_once_the_locale_answers() -> None:
     clock, network = FakeClock(), FakeNetwork()
     liveness = liveness_of(TRACKED, network=network, clock=clock)

@@ -303,5 +303,5 @@ def run_nodewatch(
 
 def _probe(liveness: Liveness, stop: threading.Event) -> None:
     """Probe every followed pod each interval (the streaks the reaper reads) until `stop`."""
-    while not stop.wait(liveness.policy.interval):
-        liveness.probe_all()
+    for _ in liveness.rounds(stop):
+        pass

@@ -235,8 +235,8 @@ class LocaleMonitor:
         liveness = self._liveness
         if liveness is None:
             return
-        while not self._stop.wait(liveness.policy.interval):
-            if lost := liveness.probe_all():
+        for lost in liveness.rounds(self._stop):
+            if lost:
                 on_lost(lost[0])
                 return
 
