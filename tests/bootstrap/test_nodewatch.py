@@ -439,9 +439,13 @@ def test_the_data_planes_evidence_waits_a_moment_after_the_mark_for_the_nodes_ta
     reaper.observe(PodEvent(type="MODIFIED", pod=replace(lost, conditions=NODE_CONTROLLER_MARK), resource_version="6"))
     assert reaper.reap_due() == []  # the mark has just come: the node may not be tainted yet
     assert f"{LOCALE}-1" in kube.pods and not kube.created_events
-    clock.advance(MARK_SETTLE_SECONDS)
-    reaper.observe(ChunkEnded("100"))
+    assert reaper.settling() == MARK_SETTLE_SECONDS  # the loop waits this long, not for the next pod change
+    clock.advance(MARK_SETTLE_SECONDS / 2)
+    assert reaper.settling() == MARK_SETTLE_SECONDS / 2
+    clock.advance(MARK_SETTLE_SECONDS / 2)
+    assert reaper.settling() is None
     assert reaper.reap_due() == [f"{LOCALE}-1"]
+    assert reaper.settling() is None  # done: nothing left to wait for
 
 
 def unclaimed_replacement(uid: str, node: str = "node-2") -> PodInfo:

@@ -208,6 +208,23 @@ class Reaper:
                 )
         return found
 
+    def settling(self) -> float | None:
+        """Seconds until the first marked pod that does not answer may be forced (its mark is younger than
+        MARK_SETTLE_SECONDS), or None: the caller waits that long instead of for the next pod change."""
+        now = self._clock()
+        waits = [
+            MARK_SETTLE_SECONDS - (now - since)
+            for uid, since in self._marked_since.items()
+            if uid not in self._done
+            and now - since < MARK_SETTLE_SECONDS
+            and (pod := self._by_uid(uid)) is not None
+            and self._unanswered(pod) is not None
+        ]
+        return max(0.0, min(waits)) if waits else None
+
+    def _by_uid(self, uid: str) -> PodInfo | None:
+        return next((p for p in self._cache.pods.values() if p.uid == uid), None)
+
     def reap_due(self) -> list[str]:
         """Force-delete what is due; returns the names deleted. A refused delete (RBAC) is logged and retried at
         the next check; a pod already gone or replaced counts as done."""
@@ -296,6 +313,10 @@ def run_nodewatch(
         for item in followed:
             reaper.observe(item)
             reaper.reap_due()
+            # a lost pod whose mark is settling is forced when it has settled, not at the next pod change
+            while (settle := reaper.settling()) is not None and not stop.is_set():
+                wait(settle)
+                reaper.reap_due()
             if stop.is_set():
                 break
     return 0
