@@ -121,8 +121,14 @@ start() {
     done
     exec setsid "$bin" "$@"
   ) </dev/null >>"$LOGS/$name.out" 2>&1 &
-  echo "$! $bin" >"$RUN/$name.pid"
-  log "$name: started (pid $!, log $LOGS/$name.out)"
+  local pid=$! until=$((SECONDS + 10))
+  echo "$pid $bin" >"$RUN/$name.pid"
+  # until the subshell has closed its descriptors and exec'd, /proc/PID/exe is bash or setsid, which pid_alive
+  # would take for a daemon that exited (seen on a loaded machine): wait for the exec, boundedly
+  while [[ -d /proc/$pid && "$(readlink "/proc/$pid/exe" 2>/dev/null)" != "$bin" ]] && (( SECONDS < until )); do
+    sleep 0.1
+  done
+  log "$name: started (pid $pid, log $LOGS/$name.out)"
 }
 
 # wait_for WHAT SECONDS CMD...: poll CMD until it succeeds; on time-out one line with the log to read.
