@@ -99,6 +99,25 @@ def restore_node(kube: Kube, node: str, killed: list[str]) -> None:
     wait_for(f"node {node} Ready again", lambda: node in ready_nodes(kube), timeout=120)
 
 
+# After a node is back: its kubelet's first syncs find its old pods gone from the API and remove them. What is
+# checked is that nothing happens to the release meanwhile, which needs a window.
+RETURN_WINDOW_SECONDS = 10.0
+
+
+def release_state(kube: Kube, ns: str) -> tuple[int, dict[str, str], bool]:
+    """(Launched Events of the server pod, uid by pod name, every pod Ready) of the server and locale pods."""
+    pods = kube.pods(ns, RELEASE_SEL)
+    return (reasons(kube, ns, SERVER_POD).count("Launched"), {p.metadata.name: p.metadata.uid for p in pods},
+            all_ready(3)(pods))
+
+
+def restore_and_check_nothing_moves(kube: Kube, ns: str, node: str, killed: list[str]) -> None:
+    before = release_state(kube, ns)
+    restore_node(kube, node, killed)
+    time.sleep(RETURN_WINDOW_SECONDS)
+    assert release_state(kube, ns) == before, f"the release changed when node {node} came back\n{describe(kube, ns)()}"
+
+
 def pod_node(kube: Kube, ns: str, name: str) -> str:
     return str(kube.core.read_namespaced_pod(name, ns).spec.node_name)
 
@@ -214,7 +233,7 @@ def test_losing_the_node_of_a_locale(kube: Kube, ns: str, nodes: list[str], kill
     server_reasons = reasons(kube, ns, SERVER_POD)
     assert "LocaleLost" in server_reasons and "Relaunching" in server_reasons, server_reasons
     assert pod_node(kube, ns, victim.metadata.name) != dead
-    restore_node(kube, dead, killed)
+    restore_and_check_nothing_moves(kube, ns, dead, killed)
 
 
 def test_losing_the_node_of_the_server(kube: Kube, ns: str, nodes: list[str], killed: list[str]) -> None:
@@ -250,7 +269,7 @@ def test_losing_the_node_of_the_server(kube: Kube, ns: str, nodes: list[str], ki
         timeout=180, interval=5.0, describe=lambda: f"{PROGRAM} per locale pod: {programs_per_locale(kube, ns)}",
     )
     print(f"  {PROGRAM} per locale pod: {counts} ({time.monotonic() - t1:.0f}s after the new server was Ready)")
-    restore_node(kube, dead, killed)
+    restore_and_check_nothing_moves(kube, ns, dead, killed)
 
 
 def test_uninstall(kube: Kube, ns: str, nodes: list[str]) -> None:
