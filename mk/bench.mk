@@ -39,16 +39,22 @@ bench-cluster: venv ## cluster rows on the local node: helm install phases, reco
 	  $(BENCH_PY) cluster --not-run "make e2e-prepare mpi-demo-host failed: $$reason (see $(RESULTS_DIR)/cluster-prepare.log)"; \
 	fi
 
+# $(call bench_on_cluster,PART,ARGS[,NOT_RUN_ARGS]): `make e2e-prepare` (its log in RESULTS_DIR), then the part against
+# the local cluster; if getting there fails, the part records its rows as `not run: <the log's last line>`.
+define bench_on_cluster
+	@mkdir -p $(RESULTS_DIR)
+	@echo "bench-$(1): make e2e-prepare (log: $(RESULTS_DIR)/$(1)-prepare.log)"
+	@if $(MAKE) e2e-prepare > $(RESULTS_DIR)/$(1)-prepare.log 2>&1; then \
+	  KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(BENCH_PY) $(1) $(2); \
+	else \
+	  reason="$$(grep -v '^make' $(RESULTS_DIR)/$(1)-prepare.log | tail -n 1)"; \
+	  $(BENCH_PY) $(1) $(3) --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/$(1)-prepare.log)"; \
+	fi
+endef
+
 # The real launcher (GASNet-EX's amudprun) at BENCH_LAUNCH_LOCALES on the local node, same guard as above.
 bench-launch: venv ## amudprun start → all locales past the GASNet barrier, ssh client CPU per host (BENCH_LAUNCH_LOCALES)
-	@mkdir -p $(RESULTS_DIR)
-	@echo "bench-launch: make e2e-prepare (log: $(RESULTS_DIR)/launch-prepare.log)"
-	@if $(MAKE) e2e-prepare > $(RESULTS_DIR)/launch-prepare.log 2>&1; then \
-	  KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(BENCH_PY) launch --locales $(BENCH_LAUNCH_LOCALES) --repeats $(BENCH_REPEATS); \
-	else \
-	  reason="$$(grep -v '^make' $(RESULTS_DIR)/launch-prepare.log | tail -n 1)"; \
-	  $(BENCH_PY) launch --locales $(BENCH_LAUNCH_LOCALES) --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/launch-prepare.log)"; \
-	fi
+	$(call bench_on_cluster,launch,--locales $(BENCH_LAUNCH_LOCALES) --repeats $(BENCH_REPEATS),--locales $(BENCH_LAUNCH_LOCALES))
 
 # The idle gate against a direct connection, on loopback (the product's Gate in a process of its own, pyzmq
 # REQ/REP); BENCH_GATE_CLUSTER=1 adds the local node's rows (wake → first reply, idle → pods gone; needs
@@ -59,25 +65,11 @@ bench-gate: venv ## idle gate rows: round-trip overhead and 256 MiB throughput v
 # Lossless sleep on the local 3-node cluster (global.idle.checkpoint on its ReadWriteMany hostPath class): the gate's
 # save and load of 64 and 512 MiB, and a wake with and without the load; same guard as bench-launch.
 bench-checkpoint: venv ## checkpoint rows: save/load of 64 and 512 MiB through the gate, wake with and without the load
-	@mkdir -p $(RESULTS_DIR)
-	@echo "bench-checkpoint: make e2e-prepare (log: $(RESULTS_DIR)/checkpoint-prepare.log)"
-	@if $(MAKE) e2e-prepare > $(RESULTS_DIR)/checkpoint-prepare.log 2>&1; then \
-	  KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(BENCH_PY) checkpoint --repeats $(BENCH_REPEATS); \
-	else \
-	  reason="$$(grep -v '^make' $(RESULTS_DIR)/checkpoint-prepare.log | tail -n 1)"; \
-	  $(BENCH_PY) checkpoint --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/checkpoint-prepare.log)"; \
-	fi
+	$(call bench_on_cluster,checkpoint,--repeats $(BENCH_REPEATS))
 
 # Node loss on the local 3-node cluster: a locale's node killed and restored, 3 times; same guard as bench-launch.
 bench-nodeloss: venv ## node loss rows: a locale's node killed → LocaleLost, NodeLost, program relaunched, release Ready
-	@mkdir -p $(RESULTS_DIR)
-	@echo "bench-nodeloss: make e2e-prepare (log: $(RESULTS_DIR)/nodeloss-prepare.log)"
-	@if $(MAKE) e2e-prepare > $(RESULTS_DIR)/nodeloss-prepare.log 2>&1; then \
-	  KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(BENCH_PY) nodeloss --repeats $(BENCH_REPEATS); \
-	else \
-	  reason="$$(grep -v '^make' $(RESULTS_DIR)/nodeloss-prepare.log | tail -n 1)"; \
-	  $(BENCH_PY) nodeloss --not-run "make e2e-prepare failed: $$reason (see $(RESULTS_DIR)/nodeloss-prepare.log)"; \
-	fi
+	$(call bench_on_cluster,nodeloss,--repeats $(BENCH_REPEATS))
 
 bench-report: venv ## Merge the bench parts into $(RESULTS_DIR)/bench.{csv,json} and print the table
 	@$(BENCH_PY) report

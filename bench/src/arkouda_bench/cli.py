@@ -46,6 +46,20 @@ def _positive(text: str) -> int:
     return value[0]
 
 
+def _cluster_part_options(part: argparse.ArgumentParser) -> None:
+    """--repeats, --kubeconfig and --not-run of a part that runs on the local cluster."""
+    part.add_argument("--repeats", type=_positive, default=3)
+    part.add_argument(
+        "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
+    )
+    part.add_argument(
+        "--not-run",
+        metavar="REASON",
+        default="",
+        help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m arkouda_bench", description=__doc__)
     p.add_argument(
@@ -145,32 +159,14 @@ def _parser() -> argparse.ArgumentParser:
         help="lossless sleep on the local 3-node cluster: the gate's save and load of 64 and 512 MiB, "
         "wake with and without the load",
     )
-    c.add_argument("--repeats", type=_positive, default=3)
-    c.add_argument(
-        "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
-    )
-    c.add_argument(
-        "--not-run",
-        metavar="REASON",
-        default="",
-        help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
-    )
+    _cluster_part_options(c)
 
     n = sub.add_parser(
         "nodeloss",
         help="node loss on the local 3-node cluster: a locale's node killed → LocaleLost, NodeLost, "
         "relaunch, Ready",
     )
-    n.add_argument("--repeats", type=_positive, default=3)
-    n.add_argument(
-        "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
-    )
-    n.add_argument(
-        "--not-run",
-        metavar="REASON",
-        default="",
-        help="record the rows as 'not run: REASON' (a prerequisite failed before the bench)",
-    )
+    _cluster_part_options(n)
 
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(

@@ -323,23 +323,37 @@ def launched_events(events: Any, server_name: str) -> int:
     return sum(1 for e in events if e.reason == "Launched" and e.involved_object.name == server_name)
 
 
-def recover_once(cl: Cluster, ns: str, release: str) -> dict[str, float]:
-    """Delete locale-1 (grace 0); milestones: the server's next `Launched` Event arrives (the program was
-    relaunched in place), then every pod of the release is Ready with it."""
-    server_name = f"{release}-arkouda-server-0"
-    restarts_before = server_restarts(cl.core.read_namespaced_pod(server_name, ns))
+def time_relaunch(
+    cl: Cluster,
+    ns: str,
+    server_name: str,
+    *,
+    loss: Callable[[], None],
+    ready: Callable[[Iterable[Any]], bool],
+    reasons: Sequence[str] = (),
+    timeout: float = 600,
+) -> dict[str, float] | None:
+    """Seconds from `loss()` to each milestone, from watch events on the namespace's Events and Pods (both
+    established before it): each Event reason of `reasons` recorded after it, the server's next `Launched`
+    ("program relaunched"), then `ready(pods)` with it ("release Ready"). None when not Ready within
+    `timeout`."""
     launched_before = launched_events(cl.core.list_namespaced_event(ns).items, server_name)
     marks = Milestones()
     latest: dict[str, dict[str, Any]] = {"pods": {}}
     lock = threading.Lock()
+    since = time.time()
 
     def check_ready(t: float) -> None:
-        pods = latest["pods"]
-        if "program relaunched" in marks.first and release_ready(pods.values(), locales=INSTALL_LOCALES):
+        if "program relaunched" in marks.first and ready(latest["pods"].values()):
             marks.mark("release Ready", t)
 
     def on_events(events: dict[str, Any], t: float) -> None:
         with lock:
+            for e in events.values():
+                when = e.last_timestamp or e.event_time or e.first_timestamp
+                # this loss's, not an earlier one's (Event times have whole seconds)
+                if e.reason in reasons and when is not None and when.timestamp() >= since - 1:
+                    marks.mark(e.reason, t)
             if launched_events(events.values(), server_name) > launched_before:
                 marks.mark("program relaunched", t)
                 check_ready(t)
@@ -356,18 +370,33 @@ def recover_once(cl: Cluster, ns: str, release: str) -> dict[str, float]:
     time.sleep(0.5)
     t0 = time.time()
     try:
-        cl.core.delete_namespaced_pod(f"{release}-arkouda-locale-1", ns, grace_period_seconds=0)
-        deadline = time.monotonic() + 600
+        loss()
+        deadline = time.monotonic() + timeout
         while "release Ready" not in marks.first and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
         for w in watchers:
             w.stop()
     if "release Ready" not in marks.first:
+        return None
+    return {k: v - t0 for k, v in marks.first.items()}
+
+
+def recover_once(cl: Cluster, ns: str, release: str) -> dict[str, float]:
+    """Delete locale-1 (grace 0); milestones: the server's next `Launched` Event arrives (the program was
+    relaunched in place), then every pod of the release is Ready with it."""
+    server_name = f"{release}-arkouda-server-0"
+    restarts_before = server_restarts(cl.core.read_namespaced_pod(server_name, ns))
+    marks = time_relaunch(
+        cl, ns, server_name,
+        loss=lambda: cl.core.delete_namespaced_pod(f"{release}-arkouda-locale-1", ns, grace_period_seconds=0),
+        ready=lambda pods: release_ready(pods, locales=INSTALL_LOCALES),
+    )  # fmt: skip
+    if marks is None:
         raise BenchSetupError(f"release {release} not Ready again within 600 s after deleting a locale pod")
     if server_restarts(cl.core.read_namespaced_pod(server_name, ns)) != restarts_before:
         raise BenchSetupError("the server container restarted instead of relaunching in place")
-    return {k: v - t0 for k, v in marks.first.items()}
+    return marks
 
 
 _MFLOPS = re.compile(r"himeno: .*ranks=(\d+) threads=(\d+) iterations=(\d+).* MFLOPS=([0-9.]+)")

@@ -22,13 +22,12 @@ import json
 import logging
 import re
 import subprocess
-import threading
-import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from arkouda_bench.cluster import Cluster, Milestones, Watcher, launched_events
+from arkouda_bench.cluster import Cluster, time_relaunch
 from arkouda_bench.results import Row
 from arkouda_bench.sshd import BenchSetupError
 
@@ -97,61 +96,19 @@ def lose_once(cl: Cluster, ns: str, repo_root: Path) -> tuple[str, dict[str, flo
         where = {p.metadata.name: p.spec.node_name for p in pods}
         raise BenchSetupError(f"no locale pod on an extra node to lose: {where}")
     dead = str(victims[0].spec.node_name)
-    launched_before = launched_events(cl.core.list_namespaced_event(ns).items, server)
-    marks = Milestones()
-    latest: dict[str, dict[str, Any]] = {"pods": {}}
-    lock = threading.Lock()
 
-    def check_ready(t: float) -> None:
-        rel = [p for p in latest["pods"].values() if _component(p) in ("server", "locale")]
-        if (
-            "program relaunched" in marks.first
-            and len(rel) == 3
-            and all(_ready(p) and p.spec.node_name != dead for p in rel)
-        ):
-            marks.mark("release Ready", t)
+    def ready(pods: Iterable[Any]) -> bool:
+        rel = [p for p in pods if _component(p) in ("server", "locale")]
+        return len(rel) == 3 and all(_ready(p) and p.spec.node_name != dead for p in rel)
 
-    def on_events(events: dict[str, Any], t: float) -> None:
-        with lock:
-            for e in events.values():
-                when = e.last_timestamp or e.event_time or e.first_timestamp
-                # this loss's, not an earlier repeat's (Event times have whole seconds)
-                if (
-                    e.reason in ("LocaleLost", "NodeLost")
-                    and when is not None
-                    and when.timestamp() >= since - 1
-                ):
-                    marks.mark(e.reason, t)
-            if launched_events(events.values(), server) > launched_before:
-                marks.mark("program relaunched", t)
-                check_ready(t)
-
-    def on_pods(pods: dict[str, Any], t: float) -> None:
-        with lock:
-            latest["pods"] = pods
-            check_ready(t)
-
-    since = time.time()
-    watchers = [
-        Watcher(cl.core.list_namespaced_event, ns, on_events),
-        Watcher(cl.core.list_namespaced_pod, ns, on_pods),
-    ]
-    time.sleep(0.5)  # both watches established before the kill
-    t0 = time.time()
-    try:
-        _script(repo_root, "node-kill.sh", dead, timeout=120)
-        deadline = time.monotonic() + RECOVERY_TIMEOUT
-        while "release Ready" not in marks.first and time.monotonic() < deadline:
-            time.sleep(0.1)
-    finally:
-        for w in watchers:
-            w.stop()
-    if "release Ready" not in marks.first:
-        seen = ", ".join(sorted(marks.first)) or "nothing"
-        raise BenchSetupError(
-            f"node {dead} lost: release not Ready within {RECOVERY_TIMEOUT:.0f} s (saw {seen})"
-        )
-    return dead, {k: v - t0 for k, v in marks.first.items()}
+    marks = time_relaunch(
+        cl, ns, server,
+        loss=lambda: _script(repo_root, "node-kill.sh", dead, timeout=120),
+        ready=ready, reasons=("LocaleLost", "NodeLost"), timeout=RECOVERY_TIMEOUT,
+    )  # fmt: skip
+    if marks is None:
+        raise BenchSetupError(f"node {dead} lost: release not Ready within {RECOVERY_TIMEOUT:.0f} s")
+    return dead, marks
 
 
 def run(*, kubeconfig: Path, repo_root: Path, repeats: int, command: str) -> list[Row]:
