@@ -182,6 +182,18 @@ def since_relaunch(kube: Kube, ns: str) -> str:
     return "" if at < 0 else log[at:]
 
 
+def previous_server_log(kube: Kube, ns: str) -> str:
+    """Why the waiting release's server container restarted: the end of its previous run's log."""
+    pod = kube.core.read_namespaced_pod(server_pod(WAITING), ns)
+    ended = [f"{c.name}: {c.last_state.terminated}" for c in (pod.status.container_statuses or [])
+             if c.last_state and c.last_state.terminated]
+    try:
+        log = kube.logs(ns, server_pod(WAITING), "server", previous=True)[-4000:]
+    except ApiException as exc:
+        log = f"(none: {exc.reason})"
+    return f"ended containers: {ended}\nprevious server log:\n{log}"
+
+
 def client_story(kube: Kube, ns: str) -> str:
     gate = run(["kubectl", "-n", ns, "logs", f"deploy/{SERVING}-arkouda-gate", "--tail=30"], check=False)
     try:
@@ -248,7 +260,7 @@ def test_the_waiting_release_rode_through(kube: Kube, ns: str, after_outage: dic
         events(kube, ns, "Killing")
     before = after_outage["restarts"][WAITING]
     assert {k: v for k, v in restarts(kube, ns, WAITING).items() if "locale" not in k} == \
-        {k: v for k, v in before.items() if "locale" not in k}
+        {k: v for k, v in before.items() if "locale" not in k}, previous_server_log(kube, ns)
     log = since_relaunch(kube, ns)
     assert "the Kubernetes API is unreachable" in log and "the Kubernetes API answers again after" in log, log[-3000:]
 
