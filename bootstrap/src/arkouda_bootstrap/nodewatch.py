@@ -214,16 +214,13 @@ class Reaper:
         now = self._clock()
         waits = [
             MARK_SETTLE_SECONDS - (now - since)
-            for uid, since in self._marked_since.items()
-            if uid not in self._done
+            for pod in self._cache.pods.values()
+            if (since := self._marked_since.get(pod.uid)) is not None
+            and pod.uid not in self._done
             and now - since < MARK_SETTLE_SECONDS
-            and (pod := self._by_uid(uid)) is not None
             and self._unanswered(pod) is not None
         ]
         return max(0.0, min(waits)) if waits else None
-
-    def _by_uid(self, uid: str) -> PodInfo | None:
-        return next((p for p in self._cache.pods.values() if p.uid == uid), None)
 
     def reap_due(self) -> list[str]:
         """Force-delete what is due; returns the names deleted. A refused delete (RBAC) is logged and retried at
