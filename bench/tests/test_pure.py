@@ -141,10 +141,11 @@ def test_the_two_node_rows_say_why_they_cannot_run_on_one_node() -> None:
     assert why_not_two_nodes([]).startswith("0 schedulable node (none)")
 
 
-def _bench_pod(component: str, *, ready: bool) -> SimpleNamespace:
+def _bench_pod(component: str, *, ready: bool, node: str = "n0") -> SimpleNamespace:
     """A test double of a V1Pod: the fields release_ready reads."""
     return SimpleNamespace(
         metadata=SimpleNamespace(labels={"app.kubernetes.io/component": component}, deletion_timestamp=None),
+        spec=SimpleNamespace(node_name=node),
         status=SimpleNamespace(
             pod_ip="10.0.0.1", conditions=[SimpleNamespace(type="Ready", status=str(ready))]
         ),
@@ -194,3 +195,10 @@ def test_the_node_loss_release_keeps_its_server_on_node_0_and_its_locales_apart(
     locale = sets["nl-arkouda-locale"]["spec"]["template"]["spec"]["affinity"]
     (apart,) = locale["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert apart["topologyKey"] == HOSTNAME_KEY
+
+
+def test_release_ready_after_a_node_loss_counts_no_pod_on_the_lost_node() -> None:
+    pods = [_bench_pod("server", ready=True, node="n0"), _bench_pod("locale", ready=True, node="n1")]
+    assert release_ready(pods, locales=2)
+    assert release_ready(pods, locales=2, off_node="n2")
+    assert not release_ready(pods, locales=2, off_node="n1")  # Ready to the API, yet on the dead node

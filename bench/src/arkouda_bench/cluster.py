@@ -79,11 +79,13 @@ def _ready(pod: Any) -> bool:
     )
 
 
-def release_ready(pods: Iterable[Any], *, locales: int) -> bool:
-    """The server pod and its locale pods all Ready; the release's other pods (the gate, nodewatch) do not
-    count toward the `locales` the server launches on."""
+def release_ready(pods: Iterable[Any], *, locales: int, off_node: str = "") -> bool:
+    """The server pod and its locale pods all Ready (and none on `off_node`, a node that was lost); the
+    release's other pods (the gate, nodewatch) do not count toward the `locales` the server launches on."""
     launch_pods = [p for p in pods if _component(p) in ("server", "locale")]
-    return len(launch_pods) == locales and all(_ready(p) for p in launch_pods)
+    return len(launch_pods) == locales and all(
+        _ready(p) and not (off_node and p.spec.node_name == off_node) for p in launch_pods
+    )
 
 
 def workload(pods: dict[str, Any]) -> list[Any]:

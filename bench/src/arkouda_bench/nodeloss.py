@@ -23,11 +23,9 @@ import logging
 import re
 import subprocess
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from arkouda_bench.cluster import Cluster, time_relaunch
+from arkouda_bench.cluster import Cluster, release_ready, time_relaunch
 from arkouda_bench.results import Row
 from arkouda_bench.sshd import BenchSetupError
 
@@ -36,21 +34,11 @@ log = logging.getLogger(__name__)
 GROUP = "node loss on 3 nodes (3 locales)"
 CASE = "node of a locale killed"
 RELEASE = "nl"
+LOCALES = 3  # values/local.yaml's numLocales: the server pod and 2 locale pods
 NODE0 = "arkouda-node"  # runs the control plane; the scripts never stop it
 KILLABLE = re.compile(r"arkouda-node-[1-9][0-9]*")
 MARKS = ("LocaleLost", "NodeLost", "program relaunched", "release Ready")
 RECOVERY_TIMEOUT = 300.0
-
-
-def _ready(pod: Any) -> bool:
-    conditions = pod.status.conditions or []
-    return pod.metadata.deletion_timestamp is None and any(
-        c.type == "Ready" and c.status == "True" for c in conditions
-    )
-
-
-def _component(pod: Any) -> str:
-    return str((pod.metadata.labels or {}).get("app.kubernetes.io/component", ""))
 
 
 def _script(repo_root: Path, name: str, *args: str, timeout: float) -> None:
@@ -90,21 +78,19 @@ def install_args(*, chart: Path, values: Path, namespace: str) -> list[str]:
 def lose_once(cl: Cluster, ns: str, repo_root: Path) -> tuple[str, dict[str, float]]:
     """Kill the node of a locale on an extra node; (node, seconds from the kill to each mark)."""
     server = f"{RELEASE}-arkouda-server-0"
-    pods = cl.core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={RELEASE}").items
-    victims = [p for p in pods if _component(p) == "locale" and KILLABLE.fullmatch(p.spec.node_name or "")]
+    locales = cl.core.list_namespaced_pod(
+        ns, label_selector=f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=locale"
+    ).items
+    victims = [p for p in locales if KILLABLE.fullmatch(p.spec.node_name or "")]
     if not victims:
-        where = {p.metadata.name: p.spec.node_name for p in pods}
+        where = {p.metadata.name: p.spec.node_name for p in locales}
         raise BenchSetupError(f"no locale pod on an extra node to lose: {where}")
     dead = str(victims[0].spec.node_name)
-
-    def ready(pods: Iterable[Any]) -> bool:
-        rel = [p for p in pods if _component(p) in ("server", "locale")]
-        return len(rel) == 3 and all(_ready(p) and p.spec.node_name != dead for p in rel)
-
     marks = time_relaunch(
         cl, ns, server,
         loss=lambda: _script(repo_root, "node-kill.sh", dead, timeout=120),
-        ready=ready, reasons=("LocaleLost", "NodeLost"), timeout=RECOVERY_TIMEOUT,
+        ready=lambda pods: release_ready(pods, locales=LOCALES, off_node=dead),
+        reasons=("LocaleLost", "NodeLost"), timeout=RECOVERY_TIMEOUT,
     )  # fmt: skip
     if marks is None:
         raise BenchSetupError(f"node {dead} lost: release not Ready within {RECOVERY_TIMEOUT:.0f} s")
