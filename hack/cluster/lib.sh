@@ -29,6 +29,13 @@ KUBERNETES_SVC_IP="10.96.0.1"
 CLUSTER_DOMAIN="cluster.local"
 APISERVER_PORT=6443
 FW_CHAIN="ARKOUDA-K8S-FWD"                               # our filter/FORWARD rules (pods stay on this host)
+# The neighbour (ARP) table's garbage-collection thresholds (gc_thresh1 2 3). The table is one per kernel, shared by
+# every network namespace, so all nodes' pods count against it here; a bridge pod network gives each pod an entry
+# per peer on its node. Past gc_thresh3 (Linux: 1024) no entry is created and sends fail with ENOBUFS, which
+# GASNet's udp conduit counts as a drop and resends only after its doubling timeout (docs/launch-at-scale.md).
+# 16384 holds a full mesh of 128 pods on one kernel. `kernel` leaves the kernel's values as they are.
+CLUSTER_NEIGH_GC_THRESH="${CLUSTER_NEIGH_GC_THRESH:-4096 8192 16384}"
+NEIGH_KERNEL_DEFAULTS="128 512 1024"                    # Linux's gc_thresh1 2 3 (net/ipv4/arp.c)
 PAUSE_IMAGE="localhost/arkouda-k8s/pause:3.10"
 SMOKE_IMAGE="localhost/arkouda-k8s/cluster-smoke:1"
 
@@ -299,6 +306,22 @@ wait_for() {
   done
 }
 
+# neigh_gc_thresh: the kernel's gc_thresh1 2 3 on one line; set_neigh_gc_thresh T1 T2 T3: set them (host-wide).
+neigh_gc_thresh() {
+  local i
+  for i in 1 2 3; do printf '%s%s' "$(sysctl -n "net.ipv4.neigh.default.gc_thresh$i")" "$([[ $i == 3 ]] && echo || echo ' ')"; done
+}
+set_neigh_gc_thresh() {
+  [[ $# -eq 3 && "$1$2$3" =~ ^[0-9]+$ && $1 -le $2 && $2 -le $3 ]] ||
+    die "neighbour table thresholds must be three numbers T1 <= T2 <= T3 (CLUSTER_NEIGH_GC_THRESH), got: $*"
+  # gc_thresh3 first when growing, last when shrinking, so the three never cross on the way
+  if (( $3 >= $(sysctl -n net.ipv4.neigh.default.gc_thresh3) )); then
+    sysctl -qw net.ipv4.neigh.default.gc_thresh3="$3" net.ipv4.neigh.default.gc_thresh2="$2" net.ipv4.neigh.default.gc_thresh1="$1"
+  else
+    sysctl -qw net.ipv4.neigh.default.gc_thresh1="$1" net.ipv4.neigh.default.gc_thresh2="$2" net.ipv4.neigh.default.gc_thresh3="$3"
+  fi
+}
+
 # start_kube_router NODE_NAME: the NetworkPolicy enforcer of one node (in START_NETNS for an extra node), in
 # firewall-only mode: no BGP routing (its GoBGP gRPC port is what GHSA-v5mh-h5hx-7v92 is about) and no service
 # proxy (GHSA-phqm-jgc3-qf8g), kube-proxy stays the service proxy. Pod IPs it finds by the node's InternalIP.
@@ -425,6 +448,12 @@ _host_network_up() {
     [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] &&
       printf 'net.bridge.bridge-nf-call-iptables=%s\n' "$(sysctl -n net.bridge.bridge-nf-call-iptables)" >>"$RUN/sysctl.saved"
   }
+  [[ -f "$RUN/neigh.saved" ]] || neigh_gc_thresh >"$RUN/neigh.saved"
+  if [[ "$CLUSTER_NEIGH_GC_THRESH" != kernel ]]; then
+    local -a thresholds
+    read -r -a thresholds <<<"$CLUSTER_NEIGH_GC_THRESH"
+    set_neigh_gc_thresh "${thresholds[@]}"
+  fi
   [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || modprobe br_netfilter 2>/dev/null ||
     die "br_netfilter is not available (modprobe br_netfilter failed): kube-proxy Services need it"
   # Pods talk to each other and to the node only: forwarded pod traffic leaving by any other interface is dropped.
@@ -737,6 +766,11 @@ _host_network_down() {
   fi
   if [[ -f "$RUN/sysctl.saved" ]]; then
     while IFS= read -r kv; do sysctl -qw "$kv" || true; done <"$RUN/sysctl.saved"
+  fi
+  if [[ -f "$RUN/neigh.saved" ]]; then
+    local -a saved
+    read -r -a saved <"$RUN/neigh.saved"
+    (set_neigh_gc_thresh "${saved[@]}") || true
   fi
 }
 
