@@ -7,7 +7,8 @@ BENCH_REPEATS ?= 3
 BENCH_FANOUT_HOSTS ?= 16,64,256
 BENCH_SCALE_LOCALES ?= 8,64,256,1024
 BENCH_PROFILE_N ?= 1024
-BENCH_LAUNCH_LOCALES ?= 2,8,32
+BENCH_LAUNCH_LOCALES ?= 2,8,32,64
+BENCH_LAUNCH_BEFORE ?= 32,64
 BENCH_GATE_REPEATS ?= 5
 BENCH_PY = PYTHONPATH=$(REPO_ROOT)/bench/src:$(PYTHONPATH) $(PY) -m arkouda_bench --results-dir $(RESULTS_DIR) --repo-root $(REPO_ROOT)
 
@@ -52,9 +53,10 @@ define bench_on_cluster
 	fi
 endef
 
-# The real launcher (GASNet-EX's amudprun) at BENCH_LAUNCH_LOCALES on the local node, same guard as above.
-bench-launch: venv ## amudprun start → all locales past the GASNet barrier, ssh client CPU per host (BENCH_LAUNCH_LOCALES)
-	$(call bench_on_cluster,launch,--locales $(BENCH_LAUNCH_LOCALES) --repeats $(BENCH_REPEATS),--locales $(BENCH_LAUNCH_LOCALES))
+# The real launcher (GASNet-EX's amudprun) at BENCH_LAUNCH_LOCALES on one node and spread over the three, with the
+# datagrams dropped per launch; BENCH_LAUNCH_BEFORE also with Linux's neighbour table thresholds. Same guard as above.
+bench-launch: venv ## amudprun start → all locales past the GASNet barrier, drops, ssh CPU per host (BENCH_LAUNCH_LOCALES, BENCH_LAUNCH_BEFORE)
+	$(call bench_on_cluster,launch,--locales $(BENCH_LAUNCH_LOCALES) $(if $(BENCH_LAUNCH_BEFORE),--before $(BENCH_LAUNCH_BEFORE)) --repeats $(BENCH_REPEATS),--locales $(BENCH_LAUNCH_LOCALES))
 
 # The idle gate against a direct connection, on loopback (the product's Gate in a process of its own, pyzmq
 # REQ/REP); BENCH_GATE_CLUSTER=1 adds the local node's rows (wake → first reply, idle → pods gone; needs

@@ -121,7 +121,18 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument(
         "--kubeconfig", type=Path, default=None, help="the cluster's admin kubeconfig (env KUBECONFIG)"
     )
-    la.add_argument("--locales", type=_ints, default=[2, 8, 32], help="numLocales N (default 2,8,32)")
+    la.add_argument("--locales", type=_ints, default=[2, 8, 32, 64], help="numLocales N (default 2,8,32,64)")
+    la.add_argument(
+        "--layouts",
+        default="one node,three nodes",
+        help="comma-separated: 'one node' (every pod on node 0), 'three nodes' (spread); default both",
+    )
+    la.add_argument(
+        "--before",
+        type=_ints,
+        default=[],
+        help="N that are also launched with Linux's neighbour table thresholds (the before of the fix)",
+    )
     la.add_argument("--repeats", type=_positive, default=3)
     la.add_argument(
         "--set",
@@ -318,13 +329,22 @@ def _kubeconfig_reason(args: argparse.Namespace) -> tuple[Path | None, str]:
 def _launch_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
     from arkouda_bench import launch  # noqa: PLC0415 - needs the kubernetes client only here
 
+    layouts = [x.strip() for x in args.layouts.split(",") if x.strip()]
+    unknown = [x for x in layouts if x not in launch.LAYOUTS]
+    if unknown:
+        raise BenchSetupError(f"--layouts: unknown {unknown}; known: {', '.join(launch.LAYOUTS)}")
     kubeconfig, reason = _kubeconfig_reason(args)
     if reason or kubeconfig is None:
-        return [launch.not_run_row(n, reason, command) for n in args.locales]
+        return [
+            launch.not_run_row(n, reason, command, case=launch.case_name(n, layout, launch.CLUSTER_TABLE))
+            for layout in layouts
+            for n in args.locales
+        ]
     try:
         return launch.run(
             kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), locale_counts=args.locales,
             repeats=args.repeats, sets=[x for kv in args.sets for x in ("--set", kv)], command=command,
+            layouts=layouts, before=args.before,
         )  # fmt: skip
     except BenchSetupError:
         raise

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from arkouda_bench import netcount
 from arkouda_bench.cluster import Cluster, _run
 from arkouda_bench.results import Row
 from arkouda_bench.sshd import BenchSetupError
@@ -39,6 +40,21 @@ RELEASE = "ak"
 # USER_HZ: the unit of /proc/<pid>/stat times in Linux's userspace ABI (sysconf(_SC_CLK_TCK) is 100).
 TICKS_PER_SECOND = 100
 PHASES = ("all joined the GASNet job", "all past the GASNet barrier", "server listening")
+NODE0 = "arkouda-node"
+# Where the release's pods run: all on node 0 (they share its pod bridge: one neighbour entry per pair), or
+# spread over the three nodes by the chart's preferred anti-affinity. On one node 63 locale pods at
+# values/local.yaml's 50m would not fit its 2 CPUs, hence 20m there.
+LAYOUTS: dict[str, tuple[str, ...]] = {
+    "one node": (
+        f"locale.nodeSelector.kubernetes\\.io/hostname={NODE0}",
+        f"server.nodeSelector.kubernetes\\.io/hostname={NODE0}",
+        "locale.resources.requests.cpu=20m",
+    ),
+    "three nodes": (),
+}
+# The neighbour table thresholds of a launch: the cluster's (hack/cluster/lib.sh CLUSTER_NEIGH_GC_THRESH) or
+# Linux's defaults, the "before" of the fix (hack/cluster/neigh-table.sh sets them host-wide).
+CLUSTER_TABLE, KERNEL_TABLE = "cluster", "kernel"
 # Runs inside the server container (Debian: sh, date, cat): the wall clock and boot clock now, then every
 # process's stat and schedstat. Parsed by parse_snapshot.
 SNAPSHOT_SCRIPT = (
@@ -289,8 +305,35 @@ def kubectl_exec(kubeconfig: Path, ns: str, pod: str, script: str) -> str:
     )
 
 
-def measure_once(cl: Cluster, kubeconfig: Path, ns: str, *, n: int, deadline: float) -> dict[str, Any]:
-    """Wait (bounded) for this launch's N barrier lines and the splash, then read the ssh clients' CPU."""
+def release_pods(cl: Cluster, ns: str) -> dict[str, tuple[str, str]]:
+    """uid → (name, first container) of the release's running server and locale pods."""
+    return {
+        p.metadata.uid: (p.metadata.name, p.spec.containers[0].name)
+        for p in cl.core.list_namespaced_pod(ns).items
+        if p.status.phase == "Running"
+        and p.metadata.deletion_timestamp is None
+        and (p.metadata.labels or {}).get("app.kubernetes.io/component") in ("server", "locale")
+    }
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The counters just before a launch: the host's neighbour table overflows and the pods' drops."""
+
+    table_fulls: int
+    pods: dict[str, netcount.Drops]
+
+    @classmethod
+    def read(cls, cl: Cluster, kubeconfig: Path, ns: str) -> Baseline:
+        pods = netcount.read_pods(kubeconfig, ns, release_pods(cl, ns)) if ns else {}
+        return cls(table_fulls=netcount.table_fulls(), pods=pods)
+
+
+def measure_once(
+    cl: Cluster, kubeconfig: Path, ns: str, *, n: int, deadline: float, baseline: Baseline
+) -> dict[str, Any]:
+    """Wait (bounded) for this launch's N barrier lines and the splash, then read the ssh clients' CPU and
+    what was dropped since `baseline`."""
     pod = _server(RELEASE)
     cpu: ClientCpu | None = None
     launch: LaunchLog | None = None
@@ -317,9 +360,18 @@ def measure_once(cl: Cluster, kubeconfig: Path, ns: str, *, n: int, deadline: fl
         raise BenchSetupError(f"amudprun restarted during the measurement at N={n}")
     if after.ssh_processes != n:
         log.warning("N=%d: %d ssh clients alive under amudprun after the barrier", n, after.ssh_processes)
+    overflows = netcount.table_fulls() - baseline.table_fulls
+    pods = release_pods(cl, ns)
+    if len(pods) != n:
+        raise BenchSetupError(f"{len(pods)} running release pods after the launch at N={n}")
+    drops, dropping = netcount.launch_drops(baseline.pods, netcount.read_pods(kubeconfig, ns, pods))
     start = cpu.amudprun_start
     assert launch.listening is not None
     return {
+        "neighbour table overflows": overflows,
+        "dropped by the sender": drops.sender,
+        "dropped by the receiver": drops.receiver,
+        "pods dropping": dropping,
         "all joined the GASNet job": max(launch.joined.values()) - start,
         "all past the GASNet barrier": max(launch.barrier.values()) - start,
         "server listening": launch.listening - start,
@@ -341,8 +393,11 @@ def _wait_gone(cl: Cluster, ns: str, *, timeout: float = 300) -> None:
     log.warning("namespace %s still terminating after %.0f s", ns, timeout)
 
 
-def _rows(n: int, samples: list[dict[str, Any]], *, command: str, note: str) -> list[Row]:
-    case = f"N={n} locales"
+def case_name(n: int, layout: str, table: str) -> str:
+    return f"N={n} locales, {layout}" + (", kernel's neighbour table" if table == KERNEL_TABLE else "")
+
+
+def _rows(n: int, samples: list[dict[str, Any]], *, case: str, command: str, note: str) -> list[Row]:
     rows = [
         Row.measured(group=GROUP, case=case, metric=f"amudprun start → {p}", unit="s", command=command,
                      values=[s[p] for s in samples], note=note)
@@ -357,27 +412,74 @@ def _rows(n: int, samples: list[dict[str, Any]], *, command: str, note: str) -> 
         Row.measured(group=GROUP, case=case, metric="amudprun CPU (own)", unit="ms", command=command,
                      values=[1000 * s["amudprun CPU"] for s in samples],
                      note=f"+ reaped children (its `ssh -V` check): {reaped} ms in 10 ms ticks"),
+        Row.measured(group=GROUP, case=case, metric="datagrams dropped in the pods", unit="count",
+                     command=command, values=[s["dropped by the sender"] + s["dropped by the receiver"]
+                                              for s in samples],
+                     note="sender/receiver per repeat: " + "; ".join(
+                         f"{s['dropped by the sender']}/{s['dropped by the receiver']}"
+                         f" in {s['pods dropping']} pods" for s in samples)),
+        Row.measured(group=GROUP, case=case, metric="neighbour table overflows", unit="count",
+                     command=command, values=[s["neighbour table overflows"] for s in samples],
+                     note="host's /proc/net/stat/arp_cache table_fulls during the launch (one per kernel)"),
     ]  # fmt: skip
     return rows
 
 
+def set_neighbour_table(repo_root: Path, table: str) -> None:
+    _run(["bash", str(repo_root / "hack" / "cluster" / "neigh-table.sh"), table], timeout=30)
+
+
+def _repeat(
+    cl: Cluster, kubeconfig: Path, ns: str, *, n: int, label: str, rep: int, repeats: int, restart: bool
+) -> dict[str, Any]:
+    deadline = time.monotonic() + 120 + 5 * n
+    baseline = Baseline.read(cl, kubeconfig, ns)
+    if restart:
+        restart_server(cl, ns, deadline=deadline)
+    sample = measure_once(cl, kubeconfig, ns, n=n, deadline=deadline, baseline=baseline)
+    log.info(
+        "launch %s %d/%d: %s", label, rep + 1, repeats,
+        {k: (round(v, 3) if isinstance(v, float) else v) for k, v in sample.items()},
+    )  # fmt: skip
+    return sample
+
+
 def run_n(
-    cl: Cluster, kubeconfig: Path, *, n: int, repeats: int, sets: Sequence[str], stamp: str
-) -> list[dict[str, Any]]:
-    ns = cl.namespace(f"arkbench-launch-{stamp}-n{n}")
-    samples: list[dict[str, Any]] = []
+    cl: Cluster,
+    kubeconfig: Path,
+    *,
+    n: int,
+    layout: str,
+    tables: Sequence[str],
+    repeats: int,
+    sets: Sequence[str],
+    stamp: str,
+) -> dict[str, list[dict[str, Any]]]:
+    """One release at N in `layout`; `repeats` launches per neighbour table setting in `tables` (the first
+    launch of the first setting is the install's). The cluster's setting is restored before returning."""
+    ns = cl.namespace(f"arkbench-launch-{stamp}-n{n}-{layout.split(maxsplit=1)[0]}")
+    samples: dict[str, list[dict[str, Any]]] = {}
+    layout_sets = [x for kv in LAYOUTS[layout] for x in ("--set", kv)]
     try:
-        install(cl, ns, n=n, sets=sets)
-        for rep in range(repeats):
-            deadline = time.monotonic() + 120 + 5 * n
-            if rep:
-                restart_server(cl, ns, deadline=deadline)
-            samples.append(measure_once(cl, kubeconfig, ns, n=n, deadline=deadline))
-            log.info(
-                "launch N=%d %d/%d: %s", n, rep + 1, repeats,
-                {k: (round(v, 3) if isinstance(v, float) else v) for k, v in samples[-1].items()},
-            )  # fmt: skip
+        for k, table in enumerate(tables):
+            set_neighbour_table(cl.repo_root, table)
+            label = f"N={n} {layout} ({table} neighbour table)"
+            samples[table] = []
+            for rep in range(repeats):
+                if k == 0 and rep == 0:
+                    baseline = Baseline.read(cl, kubeconfig, "")
+                    install(cl, ns, n=n, sets=[*layout_sets, *sets])
+                    sample = measure_once(
+                        cl, kubeconfig, ns, n=n, deadline=time.monotonic() + 120 + 5 * n, baseline=baseline
+                    )
+                    log.info("launch %s 1/%d (install): %s", label, repeats, sample)
+                    samples[table].append(sample)
+                    continue
+                samples[table].append(
+                    _repeat(cl, kubeconfig, ns, n=n, label=label, rep=rep, repeats=repeats, restart=True)
+                )
     finally:
+        set_neighbour_table(cl.repo_root, CLUSTER_TABLE)
         try:
             cl.drop_namespace(ns)
             _wait_gone(cl, ns)
@@ -394,36 +496,50 @@ def run(
     repeats: int,
     sets: Sequence[str],
     command: str,
+    layouts: Sequence[str] = tuple(LAYOUTS),
+    before: Iterable[int] = (),
 ) -> list[Row]:
+    """Rows per layout and N; for N in `before` also the same launches with Linux's neighbour table thresholds
+    (run first, so the install's launch is never the only one with the cluster's)."""
     cl = Cluster.connect(kubeconfig=kubeconfig, repo_root=repo_root)
     stamp = time.strftime("%H%M%S")
-    note = "values/local.yaml" + (f" + {' '.join(sets)}" if sets else "")
+    before_set = set(before)
     rows: list[Row] = []
-    for n in locale_counts:
-        try:
-            samples = run_n(cl, kubeconfig, n=n, repeats=repeats, sets=sets, stamp=stamp)
-        except NotRun as exc:
-            log.warning("launch N=%d not run: %s", n, exc)
-            rows.append(not_run_row(n, str(exc), command))
-            continue
-        except BenchSetupError as exc:
-            log.warning("launch N=%d failed: %s", n, exc)
-            rows.append(Row.failed(group=GROUP, case=f"N={n} locales", metric="amudprun start → barrier",
-                                   command=command, reason=str(exc)))  # fmt: skip
-            continue
-        warnings = sorted({w for s in samples for w in s["warnings"]})
-        for w in warnings:
-            log.warning("N=%d: warning line in the server log: %s", n, w)
-        rows += _rows(
-            n,
-            samples,
-            command=command,
-            note=note + (f"; {len(warnings)} WARNING line(s)" if warnings else ""),
-        )
+    for layout in layouts:
+        for n in locale_counts:
+            tables = [KERNEL_TABLE, CLUSTER_TABLE] if n in before_set else [CLUSTER_TABLE]
+            note = f"values/local.yaml, {layout}" + (f" + {' '.join(sets)}" if sets else "")
+            try:
+                by_table = run_n(
+                    cl, kubeconfig, n=n, layout=layout, tables=tables, repeats=repeats, sets=sets, stamp=stamp
+                )
+            except NotRun as exc:
+                log.warning("launch N=%d %s not run: %s", n, layout, exc)
+                rows.append(not_run_row(n, str(exc), command, case=case_name(n, layout, CLUSTER_TABLE)))
+                continue
+            except BenchSetupError as exc:
+                log.warning("launch N=%d %s failed: %s", n, layout, exc)
+                rows.append(
+                    Row.failed(group=GROUP, case=case_name(n, layout, CLUSTER_TABLE),
+                               metric="amudprun start → barrier", command=command, reason=str(exc))
+                )  # fmt: skip
+                continue
+            for table, samples in by_table.items():
+                warnings = sorted({w for s in samples for w in s["warnings"]})
+                for w in warnings:
+                    log.warning("N=%d %s: warning line in the server log: %s", n, layout, w)
+                rows += _rows(
+                    n,
+                    samples,
+                    case=case_name(n, layout, table),
+                    command=command,
+                    note=note + (f"; {len(warnings)} WARNING line(s)" if warnings else ""),
+                )
     return rows
 
 
-def not_run_row(n: int, reason: str, command: str) -> Row:
+def not_run_row(n: int, reason: str, command: str, *, case: str = "") -> Row:
     return Row.not_run(
-        group=GROUP, case=f"N={n} locales", metric="amudprun start → barrier", command=command, reason=reason
-    )
+        group=GROUP, case=case or f"N={n} locales", metric="amudprun start → barrier", command=command,
+        reason=reason,
+    )  # fmt: skip
