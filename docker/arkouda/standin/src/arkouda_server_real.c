@@ -71,6 +71,9 @@ enum {
   HIDX_PDATA    /* reply medium: data read; args: destination offset hi, lo */
 };
 
+/* Active messages handled so far by the launch's handlers: a wait naps only after a poll that handled none. */
+static volatile unsigned long launch_activity;
+
 static void info_handler(gex_Token_t token, void *buf, size_t nbytes) {
   gex_Token_Info_t ti;
   gex_Token_Info(token, &ti, GEX_TI_SRCRANK);
@@ -79,12 +82,14 @@ static void info_handler(gex_Token_t token, void *buf, size_t nbytes) {
     table[ti.gex_srcrank].host[HOST_MAX - 1] = '\0';
   }
   infos_received++; /* handlers run inside Poll on this (single) thread */
+  launch_activity++;
   gex_AM_ReplyShort0(token, HIDX_ACK, 0);
 }
 
 static void ack_handler(gex_Token_t token) {
   (void)token;
   acks_received++;
+  launch_activity++;
 }
 
 /* --- checkpoint part files -------------------------------------------------------------------------------
@@ -505,6 +510,32 @@ static void nap(void) {
   nanosleep(&ts, NULL);
 }
 
+/* The launch's waits. GASNET_BLOCKUNTIL and gex_Event_Wait spin (poll + sched_yield) in the udp conduit, also
+   in GASNET_WAIT_BLOCK mode, so N locales sharing a node's cores burn them all while one waits for a late peer.
+   Poll, and after a poll that handled nothing nap 1 ms: a message waits at most that long for its poll. The
+   checkpoint transfers keep GASNET_BLOCKUNTIL: they wait for a stream of replies, where a nap per poll costs. */
+static void polite_nap(void) {
+  struct timespec ts = {0, 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+#define POLITE_UNTIL(cond)                                     \
+  do {                                                         \
+    for (;;) {                                                 \
+      unsigned long seen_ = launch_activity;                   \
+      gasnet_AMPoll();                                         \
+      if (cond) break;                                         \
+      if (launch_activity == seen_) polite_nap();              \
+    }                                                          \
+  } while (0)
+
+static void polite_wait(gex_Event_t ev) {
+  while (gex_Event_Test(ev) != GASNET_OK) {
+    gasnet_AMPoll();
+    if (gex_Event_Test(ev) == GASNET_OK) break;
+    polite_nap();
+  }
+}
+
 int main(int argc, char **argv) {
   /* Run by hand (not by amudprun): answer --version/--help instead of becoming a GASNet master. */
   if (!getenv("AMUDP_WORKER_ARGS")) {
@@ -527,8 +558,7 @@ int main(int argc, char **argv) {
   }
   if (gex_EP_RegisterHandlers(ep, handlers, sizeof handlers / sizeof handlers[0]) != GASNET_OK)
     die("registering the active-message handlers failed");
-  /* Nothing here computes: wait for the other locales by blocking, not spinning (udp-conduit does this by itself
-     only for its localhost spawner), so locales that share cores do not burn them while they wait. */
+  /* Polite waits for send resources (AMUDP_PoliteSync); the launch's own waits are polite_wait/POLITE_UNTIL. */
   gasnet_set_waitmode(GASNET_WAIT_BLOCK);
 
   const gex_Rank_t me = gex_TM_QueryRank(tm), n = gex_TM_QuerySize(tm);
@@ -557,15 +587,15 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   /* No active message before every locale has registered its handlers. */
-  gex_Event_Wait(gex_Coll_BarrierNB(tm, 0));
+  polite_wait(gex_Coll_BarrierNB(tm, 0));
   /* Every locale sends its description to every other locale as an active message, each one acknowledged. */
   for (gex_Rank_t r = 0; r < n; r++) {
     if (r == me) continue;
     gex_AM_RequestMedium0(tm, r, HIDX_INFO, &table[me], sizeof(locale_info_t), GEX_EVENT_NOW, 0);
   }
-  GASNET_BLOCKUNTIL(infos_received == n - 1 && acks_received == n - 1);
+  POLITE_UNTIL(infos_received == n - 1 && acks_received == n - 1);
 
-  gex_Event_Wait(gex_Coll_BarrierNB(tm, 0));
+  polite_wait(gex_Coll_BarrierNB(tm, 0));
   printf(PREFIX "locale %u of %u passed the GASNet barrier after exchanging active messages with %u locale(s): "
          "host=%s pid=%d uid=%d ssh=%s\n",
          (unsigned)me, (unsigned)n, (unsigned)(n - 1), table[me].host, (int)table[me].pid, (int)table[me].uid,
