@@ -54,6 +54,7 @@ def test_reasons_and_types() -> None:
         ("CheckpointSizeMismatch", "Warning"),
         ("SecondaryNetworkMissing", "Warning"),
         ("LeftoversEnded", "Normal"),
+        ("DatagramsDropped", "Warning"),
         ("ApiOutage", "Warning"),
     ]
     assert all(e.pod == POD for e in api.created_events)

@@ -12,11 +12,12 @@ import socket
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import zmq
-from arkouda_bootstrap import exporter
+from arkouda_bootstrap import exporter, netdrops
 from arkouda_bootstrap.cli import exporter as exporter_cli
 from arkouda_bootstrap.cli import main as cli
 from arkouda_bootstrap.cli.options import COMMON, Values
@@ -387,3 +388,55 @@ def test_run_exporter_stops_on_its_event(double: MetricsSocketDouble) -> None:
     stop.set()
     thread.join(10)
     assert result == [0]
+
+
+def test_the_last_launchs_network_check_is_served_from_its_file_at_every_scrape(
+    double: MetricsSocketDouble, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "launch" / "network.json"
+    settings = ExporterSettings(
+        metrics_port=double.port, listen_host="127.0.0.1", listen_port=0, timeout=0.5, launch_network_file=path
+    )
+    running = exporter.start_exporter(settings)
+    try:
+        # no launch checked yet: no family at all (not zeros, which would claim a clean launch)
+        assert not any(name.startswith("arkouda_launch_") for name, _ in scrape(running))
+        netdrops.write_totals(
+            path, netdrops.Totals(sender=168, receiver=34, hosts=64, checked=63, dropping=40, checked_at=1765000000.0)
+        )
+        got = scrape(running)
+        assert {k: v for k, v in got.items() if k[0].startswith("arkouda_launch_")} == {
+            ("arkouda_launch_datagrams_dropped", (("side", "sender"),)): 168.0,
+            ("arkouda_launch_datagrams_dropped", (("side", "receiver"),)): 34.0,
+            ("arkouda_launch_hosts", ()): 64.0,
+            ("arkouda_launch_hosts_checked", ()): 63.0,
+            ("arkouda_launch_hosts_dropping", ()): 40.0,
+            ("arkouda_launch_network_check_timestamp_seconds", ()): 1765000000.0,
+        }
+        # Arkouda's own metrics still come along
+        assert got[("arkouda_exporter_last_poll_ok", ())] == 1.0
+        # the next launch replaces the file: read again at the next scrape
+        netdrops.write_totals(
+            path, netdrops.Totals(sender=0, receiver=0, hosts=64, checked=64, dropping=0, checked_at=1765000100.0)
+        )
+        assert scrape(running)[("arkouda_launch_datagrams_dropped", (("side", "sender"),))] == 0.0
+        # a file that is not ours: the families go, one warning line, the scrape still answers
+        path.write_text("not json")
+        for _ in range(2):
+            got = scrape(running)
+            assert not any(name.startswith("arkouda_launch_") for name, _ in got)
+            assert got[("arkouda_exporter_last_poll_ok", ())] == 1.0
+        warnings = [r for r in caplog.records if "cannot read the launch network check" in r.getMessage()]
+        assert len(warnings) == 1
+        assert warnings[0].levelno == logging.WARNING
+    finally:
+        running.close()
+
+
+def test_cli_takes_the_launch_network_file_from_env() -> None:
+    ns = cli.build_parser().parse_args(["exporter"])
+    env = {"ARKOUDA_LAUNCH_NETWORK_FILE": "/run/arkouda/launch/other.json"}
+    s = exporter_cli.exporter_settings(Values(ns, [*COMMON, *exporter_cli.EXPORTER], env))
+    assert s.launch_network_file == Path("/run/arkouda/launch/other.json")
+    default = exporter_cli.exporter_settings(Values(ns, [*COMMON, *exporter_cli.EXPORTER], {}))
+    assert default.launch_network_file == Path("/run/arkouda/launch/network.json")

@@ -304,12 +304,13 @@ class ScriptedProbe:
         self.errors = errors
         self.pinned: list[keys.PublicKey] = []
 
-    def __call__(self, address: str, **kwargs: object) -> None:
+    def __call__(self, address: str, **kwargs: object) -> sshprobe.Probed:
         pinned = kwargs["pinned"]
         assert isinstance(pinned, keys.PublicKey)
         self.pinned.append(pinned)
         if self.errors:
             raise self.errors.pop(0)
+        return sshprobe.Probed()
 
 
 class Clock:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import paramiko
 import pytest
+from arkouda_bootstrap import netdrops
 from arkouda_bootstrap.config import Launcher
 from arkouda_bootstrap.server import launch
 from arkouda_bootstrap.ssh import client as ssh
@@ -63,7 +64,7 @@ def access(
     )
 
 
-def _probe(access: Access, *, end_leftovers: str | None = None) -> int:
+def _probe(access: Access, *, end_leftovers: str | None = None) -> sshprobe.Probed:
     return sshprobe.probe(
         "127.0.0.1",
         pod="arkouda-locale-1",
@@ -136,7 +137,7 @@ def test_probe_ends_leftovers_of_the_program_only_and_its_own_session_succeeds(
     assert all(_alive(pid) for pid in cleanup)
 
     def probe() -> int:
-        return _probe(access, end_leftovers=str(program))
+        return _probe(access, end_leftovers=str(program)).ended
 
     # the probe returns (its own command exited 0, so its session survived) with the count it ended
     assert probe() == 2
@@ -182,8 +183,7 @@ def test_probe_without_end_leftovers_leaves_the_program_running(
 ) -> None:
     """The Slurm path probes without it: a node there may run another job of the same user."""
     cleanup.append(_start_over_ssh(access, programs / "arkouda_server_real"))
-    ended = _probe(access)
-    assert ended == 0
+    assert _probe(access) == sshprobe.Probed(ended=0, counters=None)
     assert _alive(cleanup[0])
 
 
@@ -200,12 +200,14 @@ def test_the_leftover_command_is_posix_sh_and_counts_only_matching_processes(tmp
         out = subprocess.run(
             ["/bin/sh", "-c", sshprobe.leftovers_command(str(program))], capture_output=True, text=True, check=True
         )
-        assert out.stdout.strip() == "ended=1"
+        assert out.stdout.splitlines()[0] == "ended=1"
         assert child.wait(timeout=5) == -signal.SIGKILL
         again = subprocess.run(
             ["/bin/sh", "-c", sshprobe.leftovers_command(str(program))], capture_output=True, text=True, check=True
         )
-        assert again.stdout.strip() == "ended=0"
+        assert again.stdout.splitlines()[0] == "ended=0"
+        # then the host's /proc/net/snmp, byte for byte (sh builtins only)
+        assert again.stdout.split("\n", 1)[1] == Path(netdrops.SNMP_PATH).read_text()
     finally:
         if child.poll() is None:
             child.kill()
@@ -222,3 +224,67 @@ def test_remote_program_is_the_launchers_real_binary_for_arkouda_only(tmp_path: 
     assert launch.remote_program(Launcher.ARKOUDA, ["sh"]) == os.path.abspath(sh) + "_real"
     assert launch.remote_program(Launcher.MPI, ["/usr/bin/mpirun", "prog"]) is None
     assert launch.remote_program(Launcher.NONE, []) is None
+
+
+def test_the_probe_hands_the_hosts_counters_to_on_counters(access: Access, programs: Path) -> None:
+    """The loopback sshd shares this network namespace: the counters the probe read lie between two local
+    readings taken around it."""
+    heard: list[tuple[ssh.Host, netdrops.Counters]] = []
+    keys_now = sshprobe.ProbeKeys(client_key=access.key, pinned=access.pinned)
+    host = ssh.Host("127.0.0.1", "arkouda-locale-1")
+    before = netdrops.read_local()
+    ssh.probe_host(
+        host,
+        port=access.port,
+        user=access.user,
+        keys=lambda: keys_now,
+        timeout=5,
+        policy=FAST,
+        end_leftovers=str(programs / "arkouda_server_real"),
+        on_counters=lambda h, c: heard.append((h, c)),
+    )
+    later = netdrops.read_local()
+    [(who, counters)] = heard
+    assert who == host
+    assert not counters.minus(before).went_back
+    assert not later.minus(counters).went_back
+    # and the same once the program is up, in a session of its own
+    again = sshprobe.read_counters(
+        "127.0.0.1", pod="arkouda-locale-1", port=access.port, user=access.user, keys=keys_now, timeout=5
+    )
+    assert not again.minus(later).went_back
+    assert not netdrops.read_local().minus(again).went_back
+
+
+def test_an_unreadable_counters_file_leaves_the_probe_as_it_was(
+    access: Access, programs: Path, cleanup: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No baseline for that host, and the leftover check still works and still succeeds."""
+    monkeypatch.setattr(
+        sshprobe, "LEFTOVERS_SCRIPT", sshprobe.LEFTOVERS_SCRIPT.replace(netdrops.SNMP_PATH, "/proc/net/no-such-file")
+    )
+    cleanup.append(_start_over_ssh(access, programs / "arkouda_server_real"))
+    assert _probe(access, end_leftovers=str(programs / "arkouda_server_real")) == sshprobe.Probed(ended=1)
+    heard: list[netdrops.Counters] = []
+    ssh.probe_host(
+        ssh.Host("127.0.0.1", "arkouda-locale-1"),
+        port=access.port,
+        user=access.user,
+        keys=lambda: sshprobe.ProbeKeys(client_key=access.key, pinned=access.pinned),
+        timeout=5,
+        policy=FAST,
+        end_leftovers=str(programs / "arkouda_server_real"),
+        on_counters=lambda _, c: heard.append(c),
+    )
+    assert heard == []
+
+
+def test_reading_counters_from_a_host_that_prints_none_names_it(
+    access: Access, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sshprobe, "SNMP_SCRIPT", "echo nothing here")
+    keys_now = sshprobe.ProbeKeys(client_key=access.key, pinned=access.pinned)
+    with pytest.raises(sshprobe.CommandFailedError, match=r"pod arkouda-locale-1 \(127.0.0.1\): no Ip OutDiscards"):
+        sshprobe.read_counters(
+            "127.0.0.1", pod="arkouda-locale-1", port=access.port, user=access.user, keys=keys_now, timeout=5
+        )

@@ -36,6 +36,7 @@ for h in $SSH_SERVERS; do
   if [ -n "$ARKBS_CHECK_MASTER" ]; then $GASNET_SSH_CMD -O check "$h" 2>> "$out.master"; fi
   i=$((i+1))
 done
+if [ -n "$ARKBS_SPLASH" ]; then echo "$ARKBS_SPLASH"; fi
 if [ -n "$ARKBS_SLEEP" ] && [ ! -e "$out.slept" ]; then
   : > "$out.slept"; trap 'exit 0' TERM; sleep "$ARKBS_SLEEP" & wait
 fi
@@ -175,6 +176,36 @@ def test_server_launches_standin_over_real_ssh_as_non_root(
     assert not (shared_dir / "work" / ".arkouda" / "tokens.txt").exists()
     assert [e["reason"] for e in events] == ["LocalesReady", "Launched"]
     assert "-nl 3" in events[1]["message"]
+
+
+def test_server_checks_the_launchs_datagram_counters_once_the_program_is_up(
+    shared_dir: Path, run_server: ServerRun
+) -> None:
+    """The probe's session took the baseline, the splash line triggers the second reading of every host (one
+    loopback sshd in this network namespace answers for all three), the line is logged and the totals written."""
+    splash = "*    server listening on tcp://127.0.0.1:5555    *"
+    code, log, events = run_server(env={"ARKBS_SPLASH": splash, "ARKBS_SLEEP": "3"})
+    assert code == 0, log
+    assert splash in log.splitlines()  # the program's output is still copied through
+    [line] = [line for line in log.splitlines() if "launch network check:" in line]
+    # nothing drops on loopback: no Event, an INFO line naming all three hosts
+    assert " INFO arkouda_bootstrap.server.netcheck: launch network check: no datagram dropped on 3 hosts (" in line
+    assert [e["reason"] for e in events] == ["LocalesReady", "Launched"]
+    totals = json.loads((shared_dir / "server-state" / "launch" / "network.json").read_text())
+    assert {k: totals[k] for k in ("hosts", "checked", "dropping", "sender", "receiver")} == {
+        "hosts": 3,
+        "checked": 3,
+        "dropping": 0,
+        "sender": 0,
+        "receiver": 0,
+    }
+
+
+def test_server_without_the_splash_line_reads_no_counters(shared_dir: Path, run_server: ServerRun) -> None:
+    code, log, _ = run_server(env={"ARKBS_EXIT": "0"})
+    assert code == 0, log
+    assert "launch network check" not in log
+    assert not (shared_dir / "server-state" / "launch").exists()
 
 
 def test_server_propagates_exit_code(run_server: ServerRun) -> None:

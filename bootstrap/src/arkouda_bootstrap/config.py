@@ -45,6 +45,9 @@ DEFAULT_EXPORTER_PORT = 9556
 DEFAULT_EXPORTER_TIMEOUT = 5.0
 DEFAULT_EXPORTER_HOST = "0.0.0.0"  # noqa: S104 - Prometheus scrapes the pod IP
 DEFAULT_METRICS_HOST = "127.0.0.1"  # Arkouda's metrics socket is in the same pod
+# The last launch's network check (netdrops), under the server's state dir; the metrics sidecar reads it there.
+LAUNCH_NETWORK_FILE = Path("launch") / "network.json"
+DEFAULT_LAUNCH_NETWORK_FILE = DEFAULT_STATE_DIR / LAUNCH_NETWORK_FILE
 # Arkouda's own default client port (its --ServerPort): the gate's ports and a registered Service's port.
 DEFAULT_SERVER_PORT = 5555
 # `server --scale-down-when-done`: the container's terminationMessagePath unless the pod spec sets another.
@@ -178,6 +181,7 @@ class ExporterSettings:
     listen_host: str = DEFAULT_EXPORTER_HOST
     listen_port: int = DEFAULT_EXPORTER_PORT
     timeout: float = DEFAULT_EXPORTER_TIMEOUT
+    launch_network_file: Path = DEFAULT_LAUNCH_NETWORK_FILE
 
 
 # The gate: the client port it listens on, its idle timeout, and how long a wake may take before the

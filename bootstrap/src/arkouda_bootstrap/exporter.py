@@ -5,6 +5,9 @@ Arkouda started with --ServerDaemon.daemonTypes=ServerDaemonType.DEFAULT,ServerD
 the collector asks that socket for category ALL and SERVER_INFO (src/MetricsMsg.chpl at v2025.01.13) and turns
 the JSON into metric families; a failed poll still answers the scrape, with the exporter's own health only.
 Polling at scrape time (not on a timer of ours) is what Prometheus' exporter guidelines ask for.
+
+It also serves the server's last launch network check (netdrops: datagrams dropped during the start-up), from
+the small file the server writes in its state dir, read at every scrape too.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import zmq
@@ -23,6 +27,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from arkouda_bootstrap import netdrops
 from arkouda_bootstrap.config import ExporterSettings
 from arkouda_bootstrap.errors import BootstrapError
 
@@ -373,6 +378,52 @@ class ArkoudaCollector(Collector):
         self._last_failure = exc.reason
 
 
+class LaunchNetworkCollector(Collector):
+    """The server's last launch network check (netdrops.Totals, a file it replaces atomically), read at every
+    scrape. No file (no launch checked yet, or another launcher) serves no arkouda_launch_* family at all."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._last_error: str | None = None
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            totals = netdrops.read_totals(self._path)
+        except (OSError, ValueError) as exc:
+            # told once per distinct error: the file is rewritten at the next launch only
+            text = f"cannot read the launch network check {self._path} (no arkouda_launch_* metrics): {exc}"
+            if text != self._last_error:
+                log.warning("%s", text)
+            self._last_error = text
+            return
+        self._last_error = None
+        if totals is None:
+            return
+        dropped = GaugeMetricFamily(
+            "arkouda_launch_datagrams_dropped",
+            "Datagrams dropped on the last launch's hosts during its start-up, by side "
+            "(sender: SndbufErrors/OutDiscards, receiver: RcvbufErrors/InErrors of /proc/net/snmp).",
+            labels=["side"],
+        )
+        dropped.add_metric(["sender"], float(totals.sender))
+        dropped.add_metric(["receiver"], float(totals.receiver))
+        yield dropped
+        for name, text, value in (
+            ("arkouda_launch_hosts", "Hosts of the last launch.", totals.hosts),
+            ("arkouda_launch_hosts_checked", "Hosts of the last launch whose drops could be counted.", totals.checked),
+            ("arkouda_launch_hosts_dropping", "Hosts that dropped datagrams during the last launch.", totals.dropping),
+        ):
+            yield GaugeMetricFamily(name, text, value=float(value))
+        yield GaugeMetricFamily(
+            "arkouda_launch_network_check_timestamp_seconds",
+            "When the last launch's network check ran (Unix time).",
+            value=totals.checked_at,
+        )
+
+
 def families(samples: Samples) -> Iterable[Metric]:
     for name, by_labels in samples.items():
         spec = FAMILIES[name]
@@ -408,6 +459,7 @@ def start_exporter(settings: ExporterSettings) -> Exporter:
     socket = MetricsSocket(context, f"tcp://{settings.metrics_host}:{settings.metrics_port}")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ArkoudaCollector(socket, timeout=settings.timeout))
+    registry.register(LaunchNetworkCollector(settings.launch_network_file))
     try:
         httpd, _ = start_http_server(settings.listen_port, addr=settings.listen_host, registry=registry)
     except OSError as exc:

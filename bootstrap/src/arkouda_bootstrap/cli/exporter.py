@@ -49,6 +49,15 @@ EXPORTER = [
         config.DEFAULT_EXPORTER_TIMEOUT,
         doc="seconds one poll (both requests) may take; keep it below the scrape timeout",
     ),
+    Opt(
+        "launch_network_file",
+        "--launch-network-file",
+        "ARKOUDA_LAUNCH_NETWORK_FILE",
+        "the server's last launch network check (JSON); absent: no arkouda_launch_* metrics",
+        config.DEFAULT_LAUNCH_NETWORK_FILE,
+        doc="the server's last launch network check, written by `server` (`<state-dir>/launch/network.json`); "
+        "absent: no `arkouda_launch_*` metrics",
+    ),
 ]
 
 
@@ -59,6 +68,7 @@ def exporter_settings(v: Values) -> ExporterSettings:
         listen_host=v.required("listen_host"),
         listen_port=v.port("listen_port"),
         timeout=v.number("timeout"),
+        launch_network_file=v.path("launch_network_file"),
     )
 
 

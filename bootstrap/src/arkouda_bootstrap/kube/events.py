@@ -3,7 +3,8 @@ puts on the pod it force-deleted).
 
 Reasons (docs/interfaces.md): LocalesReady, KeysPending, ProbeFailed, Launched, LocaleLost, Relaunching,
 WaitTimeout, ImpostorPod, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable,
-SecondaryNetworkMissing; ApiOutage when the API answers again after an outage. Failing to emit an
+SecondaryNetworkMissing; ApiOutage when the API answers again after an outage; DatagramsDropped when the launch's
+network check found drops. Failing to emit an
 Event is logged, never fatal.
 """
 
@@ -70,6 +71,9 @@ class Reason(StrEnum):
     SECONDARY_NETWORK_MISSING = "SecondaryNetworkMissing"
     # the pre-launch probe ended processes a previous launch left on a host (its server pod was lost with its node)
     LEFTOVERS_ENDED = "LeftoversEnded"
+    # the launch's network check: datagrams were dropped at start-up (netdrops; a launch that drops none says so
+    # in the log only)
+    DATAGRAMS_DROPPED = "DatagramsDropped"
     # the Kubernetes API was unreachable for a while (how long; what waited meanwhile), once it answers again
     API_OUTAGE = "ApiOutage"
 
@@ -94,6 +98,7 @@ WARNINGS = frozenset(
         Reason.RESTORE_FAILED,
         Reason.CHECKPOINT_SIZE_MISMATCH,
         Reason.API_OUTAGE,
+        Reason.DATAGRAMS_DROPPED,
     }
 )
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NoReturn
 
-from arkouda_bootstrap import config
+from arkouda_bootstrap import config, netdrops
 from arkouda_bootstrap.config import Launcher, ServerSettings
 from arkouda_bootstrap.errors import EXIT_LOCALE_LOST, BootstrapError
 from arkouda_bootstrap.kube import netstatus
@@ -28,6 +28,7 @@ from arkouda_bootstrap.kube.retry import ApiRetry
 from arkouda_bootstrap.server import discovery, launch, workdir
 from arkouda_bootstrap.server.giveback import GiveBack
 from arkouda_bootstrap.server.liveness import HeldBack, Liveness, Target
+from arkouda_bootstrap.server.netcheck import LaunchCheck
 from arkouda_bootstrap.server.supervise import LocaleMonitor, Outcome, run_supervised
 from arkouda_bootstrap.ssh import client as ssh
 from arkouda_bootstrap.ssh import probe as sshprobe
@@ -52,6 +53,8 @@ class Prepared:
     identity: Identity
     # which pods are locales (--locale-statefulset); None: any pod the selector matches
     owned: OwnedBy | None = None
+    # launcher arkouda: the launch's network check, its baseline taken by the probe
+    check: LaunchCheck | None = None
 
 
 def prepare_server(
@@ -87,6 +90,8 @@ def prepare_server(
     def pending(host: ssh.Host, exc: sshprobe.KeysPendingError) -> None:
         recorder.emit(Reason.KEYS_PENDING, f"{exc}; waiting for it until the wait deadline ({settings.timeout:g}s)")
 
+    program = launch.remote_program(settings.launcher, settings.command)
+    check = _launch_check(settings, mounted=mounted, user=ident.user, recorder=recorder) if program else None
     probe = functools.partial(
         ssh.probe_host,
         port=settings.port,
@@ -95,11 +100,12 @@ def prepare_server(
         timeout=float(settings.connect_timeout),
         policy=policy,
         on_pending=pending,
-        end_leftovers=launch.remote_program(settings.launcher, settings.command),
+        end_leftovers=program,
         on_leftovers=lambda host, n: recorder.emit(
             Reason.LEFTOVERS_ENDED,
             f"ended {n} process(es) of a previous launch on {host.pod} ({host.address}) before launching",
         ),
+        on_counters=check.baseline if check is not None else None,
     )
     # With a secondary network every host, this one included, is reached at its address there.
     addresses: netstatus.Addresses | None = None
@@ -143,6 +149,8 @@ def prepare_server(
             recorder.emit(Reason.WAIT_TIMEOUT, str(exc))
             raise
         hosts = [own, *map(host_of, locales)]
+        if check is not None:
+            check.launching(hosts)
         recorder.emit(
             Reason.LOCALES_READY,
             f"{expected} locales ready; hosts: " + " ".join(f"{h.pod}={h.address}" for h in hosts),
@@ -183,7 +191,31 @@ def prepare_server(
     if work_dir is not None:
         with recorder.on_error(Reason.WORK_DIR_UNUSABLE):
             workdir.prepare(work_dir, token=token)
-    return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident, owned=owned)
+    return Prepared(hosts=hosts, locales=locales, plan=plan, client=client, identity=ident, owned=owned, check=check)
+
+
+def _launch_check(
+    settings: ServerSettings, *, mounted: secretwatch.MountedKeys, user: str, recorder: EventRecorder
+) -> LaunchCheck:
+    """The check reads the hosts after the launch the way the probe did before it: same user, keys and bound."""
+
+    def read(host: ssh.Host) -> netdrops.Counters:
+        return sshprobe.read_counters(
+            host.address,
+            pod=host.pod,
+            port=settings.port,
+            user=user,
+            keys=mounted.current(),
+            timeout=float(settings.connect_timeout),
+        )
+
+    return LaunchCheck(
+        read=read,
+        emit=lambda line: recorder.emit(Reason.DATAGRAMS_DROPPED, line),
+        totals=settings.state_dir / config.LAUNCH_NETWORK_FILE,
+        timeout=float(settings.connect_timeout),
+        max_workers=min(ssh.MAX_PROBE_THREADS, settings.num_locales),
+    )
 
 
 def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.Host:
@@ -260,6 +292,7 @@ def run_server(
             launched=launched,
             grace_seconds=grace_seconds,
             liveness=liveness,
+            output=prepared.check.output if prepared.check is not None else None,
         )
         if outcome.lost_reason is None:
             return outcome.exit_code

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
+from arkouda_bootstrap import netdrops
 from arkouda_bootstrap.config import DEFAULT_CONTROL_PERSIST, SshTuning
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.ssh import probe as sshprobe
@@ -187,13 +188,15 @@ def probe_host(
     clock: Callable[[], float] = time.monotonic,
     end_leftovers: str | None = None,
     on_leftovers: Callable[[Host, int], None] | None = None,
+    on_counters: Callable[[Host, netdrops.Counters], None] | None = None,
 ) -> None:
     """Probe with bounded exponential retries of transient errors; logs `attempt n/N` for each. One attempt
     (sshprobe.probe): TCP connect, key exchange, the server's host key compared with the pinned one (and, on a
     mismatch, with the release's retired ones and its release id), public-key auth, run `true`; ProbeError
     subclasses on failure. `keys` is asked before every attempt, so a Secret that changed meanwhile is used.
     `on_pending` is called once, at the first KeysPendingError. With `end_leftovers` (a program path) the
-    attempt also ends our processes running it on the host, and `on_leftovers` hears how many when any were."""
+    attempt also ends our processes running it on the host, and `on_leftovers` hears how many when any were;
+    `on_counters` then gets the host's /proc/net/snmp counters (not called when they could not be read)."""
     counted = 0  # failed attempts that count against policy.attempts
     pending_seen = False
 
@@ -236,7 +239,7 @@ def probe_host(
 
     def attempt() -> None:
         current = keys()
-        ended = sshprobe.probe(
+        probed = sshprobe.probe(
             host.address,
             pod=host.pod,
             port=port,
@@ -248,10 +251,12 @@ def probe_host(
             timeout=timeout,
             end_leftovers=end_leftovers,
         )
-        if ended:
+        if ended := probed.ended:
             log.info("probe %s (%s): ended %d leftover process(es) of %s", host.address, host.pod, ended, end_leftovers)
             if on_leftovers is not None:
                 on_leftovers(host, ended)
+        if probed.counters is not None and on_counters is not None:
+            on_counters(host, probed.counters)
 
     retrying = Retrying(
         stop=stop,

@@ -3,7 +3,9 @@ the pinned one, public-key auth, `true` run and its exit status checked. The ret
 
 Before a launch the same session also ends what a previous launch left running on the host (`end_leftovers`, the
 program path): a server pod lost with its node vanishes without FIN or RST, so the workers it started over ssh on
-the surviving locales are never told and would run (and hold their memory) next to the relaunched ones.
+the surviving locales are never told and would run (and hold their memory) next to the relaunched ones. It then
+prints the host's /proc/net/snmp, the baseline of the launch's network check (netdrops), which `read_counters`
+reads again once the program is up, in a session of the same kind.
 
 Every failure is a ProbeError whose message names the pod and its address; `TransientProbeError`s are worth
 retrying (nothing listens yet, a dropped connection), `KeysPendingError`s too, for longer (a pod of this release
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from arkouda_bootstrap import netdrops
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.ssh.keys import KEY_TYPE, RETIRED_HOST_KEYS, PublicKey, banner_release_id, retired_host_keys
 
@@ -35,13 +38,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMMAND = "true"
+# Prints the host's /proc/net/snmp with shell builtins only (no cat in the image needed, no fork); an unreadable
+# file prints nothing and still exits 0, so it never fails the probe: that host just has no baseline.
+SNMP_SCRIPT = f'while IFS= read -r l; do printf "%s\\n" "$l"; done 2>/dev/null <{netdrops.SNMP_PATH} || :'
 # Ends every process of ours whose executable is the program (`-ef`: same file, following /proc/<pid>/exe; other
-# users' processes fail the test), then prints how many. Only shell builtins, so one pass over /proc costs no
-# fork per process, and our own shell (whose exe is the shell) can never match. SIGKILL: a GASNet worker whose
-# master is gone has nobody to finish a graceful exit with.
+# users' processes fail the test), then prints how many, then the counters (SNMP_SCRIPT). Only shell builtins, so
+# one pass over /proc costs no fork per process, and our own shell (whose exe is the shell) can never match.
+# SIGKILL: a GASNet worker whose master is gone has nobody to finish a graceful exit with.
 LEFTOVERS_SCRIPT = (
     'n=0; for d in /proc/[0-9]*; do if [ "$d/exe" -ef {program} ] && kill -KILL "${{d#/proc/}}" 2>/dev/null; '
-    'then n=$((n + 1)); fi; done; echo "ended=$n"'
+    'then n=$((n + 1)); fi; done; echo "ended=$n"; ' + SNMP_SCRIPT.replace("{", "{{").replace("}", "}}")
 )
 # The one key exchange the locales' sshd offers by default (config.DEFAULT_KEX lists it under both its names;
 # paramiko knows the @libssh.org one). Offering nothing else keeps a costlier exchange from being negotiated.
@@ -146,6 +152,15 @@ class _QuickAckSocket(socket.socket):
 _TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
+@dataclass(frozen=True)
+class Probed:
+    """What one successful attempt found: how many leftovers it ended and, with `end_leftovers`, the host's
+    counters (None when its /proc/net/snmp could not be read: the launch's check then has no baseline there)."""
+
+    ended: int = 0
+    counters: netdrops.Counters | None = None
+
+
 def probe(
     address: str,
     *,
@@ -158,17 +173,77 @@ def probe(
     release_id: str | None = None,
     timeout: float,
     end_leftovers: str | None = None,
-) -> int:
+) -> Probed:
     """One attempt, bounded as a whole by `timeout` seconds. Raises a ProbeError subclass on failure.
 
     With `end_leftovers` (the absolute path of the program a launch starts on every host) the command first ends
-    our processes running that program; returns how many it ended (0 without)."""
+    our processes running that program, then prints the host's counters; returns how many it ended and them."""
+    keys = ProbeKeys(client_key=client_key, pinned=pinned, retired=tuple(retired), release_id=release_id)
+    where = f"pod {pod} ({address})"
+    if not end_leftovers:
+        shown = f"`{COMMAND}`"
+        session(address, pod=pod, port=port, user=user, keys=keys, timeout=timeout, command=COMMAND, shown=shown)
+        return Probed()
+    output = session(
+        address,
+        pod=pod,
+        port=port,
+        user=user,
+        keys=keys,
+        timeout=timeout,
+        command=leftovers_command(end_leftovers),
+        shown="the leftover check",
+        read_output=True,
+    )
+    ended = _ended(output, where=where)
+    try:
+        counters: netdrops.Counters | None = netdrops.parse_snmp(output.decode("ascii", "replace"))
+    except netdrops.CountersError as exc:
+        log.info("%s: no baseline for the launch's network check: %s", where, exc)
+        counters = None
+    return Probed(ended=ended, counters=counters)
+
+
+def read_counters(
+    address: str, *, pod: str, port: int, user: str, keys: ProbeKeys, timeout: float
+) -> netdrops.Counters:
+    """The host's /proc/net/snmp counters, in one session like a probe's (same checks, same bound)."""
+    output = session(
+        address,
+        pod=pod,
+        port=port,
+        user=user,
+        keys=keys,
+        timeout=timeout,
+        command=SNMP_SCRIPT,
+        shown=f"the read of {netdrops.SNMP_PATH}",
+        read_output=True,
+    )
+    try:
+        return netdrops.parse_snmp(output.decode("ascii", "replace"))
+    except netdrops.CountersError as exc:
+        raise CommandFailedError(f"pod {pod} ({address}): {exc}") from None
+
+
+def session(
+    address: str,
+    *,
+    pod: str,
+    port: int,
+    user: str,
+    keys: ProbeKeys,
+    timeout: float,
+    command: str,
+    shown: str,
+    read_output: bool = False,
+) -> bytes:
+    """Run `command` on the host and check it exited 0, bounded as a whole by `timeout` seconds: TCP connect, key
+    exchange, the host key compared with the pinned one, public-key auth, exec. Returns its stdout when
+    `read_output` (else b""). `shown` names the command in error messages. Raises a ProbeError subclass."""
     import paramiko
 
     _quiet_paramiko()
     where = f"pod {pod} ({address})"
-    command = leftovers_command(end_leftovers) if end_leftovers else COMMAND
-    shown = "the leftover check" if end_leftovers else f"`{COMMAND}`"
     deadline = time.monotonic() + timeout
     try:
         sock = socket.create_connection((address, port), timeout=timeout)
@@ -201,14 +276,14 @@ def probe(
         _check_host_key(
             transport.get_remote_server_key(),
             where=where,
-            pinned=pinned,
-            retired=retired,
-            release_id=release_id,
+            pinned=keys.pinned,
+            retired=keys.retired,
+            release_id=keys.release_id,
             remote_version=transport.remote_version,
         )
         phase = "authentication"
         try:
-            transport.auth_publickey(user, client_key)
+            transport.auth_publickey(user, keys.client_key)
         except paramiko.AuthenticationException:
             if expired.is_set() or not transport.is_active():
                 raise
@@ -224,8 +299,8 @@ def probe(
             if expired.is_set() or not transport.is_active():
                 raise
             raise CommandFailedError(f"{where} refused to exec {shown} (check the login shell)") from None
-        # the count comes in stdout, which sshd may still be forwarding after it sent the exit status
-        output = _read_to_eof(channel, deadline) if end_leftovers else b""
+        # the output comes in stdout, which sshd may still be forwarding after it sent the exit status
+        output = _read_to_eof(channel, deadline) if read_output else b""
         if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
             raise TimeoutError
         status = channel.exit_status
@@ -235,9 +310,8 @@ def probe(
             raise CommandFailedError(f"{shown} ended without an exit status on {where} (check the login shell)")
         if status != 0:
             raise CommandFailedError(f"{shown} exited {status} on {where} (check the login shell)")
-        ended = _ended(output, where=where) if end_leftovers else 0
         _disconnect(transport)
-        return ended
+        return output
     except ProbeError:
         raise
     except paramiko.ssh_exception.IncompatiblePeer as exc:
@@ -269,7 +343,8 @@ def _read_to_eof(channel: paramiko.Channel, deadline: float) -> bytes:
 
 
 def leftovers_command(program: str) -> str:
-    """The POSIX sh command that ends our processes running `program` and prints `ended=<count>`."""
+    """The POSIX sh command that ends our processes running `program`, prints `ended=<count>`, then the host's
+    /proc/net/snmp."""
     return LEFTOVERS_SCRIPT.format(program=shlex.quote(program))
 
 
