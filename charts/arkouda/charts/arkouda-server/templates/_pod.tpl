@@ -253,6 +253,12 @@ spec:
         {{- include "arkouda-server.commonMounts" (dict "ctx" . "keys" "ssh-launcher") | nindent 8 }}
         - name: run
           mountPath: /run/arkouda
+        {{- if $metrics }}
+        # The last launch's network check (datagrams dropped at start-up), for the metrics sidecar: its own
+        # volume, so the sidecar never sees the rest of /run/arkouda (the copies of the ssh keys).
+        - name: launch-report
+          mountPath: /run/arkouda/launch
+        {{- end }}
         - name: tmp
           mountPath: /tmp
         - name: kube-api-access
@@ -285,6 +291,9 @@ spec:
           value: {{ .Values.metrics.port | quote }}
         - name: ARKOUDA_EXPORTER_TIMEOUT
           value: {{ .Values.metrics.pollTimeoutSeconds | quote }}
+        # written by the server (its state dir), served as the arkouda_launch_* gauges
+        - name: ARKOUDA_LAUNCH_NETWORK_FILE
+          value: /run/arkouda/launch/network.json
       ports:
         - name: metrics
           containerPort: {{ .Values.metrics.port }}
@@ -293,6 +302,10 @@ spec:
         {{- toYaml .Values.metrics.resources | nindent 8 }}
       securityContext:
         {{- include "arkouda-common.securityContext" . | nindent 8 }}
+      volumeMounts:
+        - name: launch-report
+          mountPath: /run/arkouda/launch
+          readOnly: true
     {{- end }}
   volumes:
     {{- include "arkouda-common.sshSecretVolume" (dict "ctx" . "name" "ssh-secret" "role" "sshd") | nindent 4 }}
@@ -305,6 +318,12 @@ spec:
       emptyDir:
         medium: Memory
         sizeLimit: 16Mi
+    {{- if $metrics }}
+    - name: launch-report
+      emptyDir:
+        medium: Memory
+        sizeLimit: 1Mi
+    {{- end }}
     - name: tmp
       emptyDir:
         sizeLimit: {{ .Values.tmpSizeLimit }}
