@@ -8,6 +8,7 @@ import logging
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,27 @@ def test_the_childs_splash_line_through_run_supervised_checks_once(tmp_path: Pat
     time.sleep(0.2)
     assert len(reads.calls) == len(HOSTS)
     assert check.line == "launch network check: no datagram dropped on 3 hosts (udp out 0, in 0)"
+
+
+def test_a_program_that_fails_before_its_splash_line_is_checked_as_it_exits(tmp_path: Path) -> None:
+    reads = Reads({h.address: replace(BASE, sndbuf_errors=9, out_discards=9) for h in HOSTS})
+    events: list[str] = []
+    check = make_check(reads, tmp_path, events)
+    check.failed()  # synchronous: the line is out when it returns
+    assert check.done.is_set()
+    assert check.line is not None
+    assert check.line.startswith("launch network check: 27 datagrams dropped on 3 of 3 hosts (")
+    assert events == [check.line]
+    check.failed()
+    check.output(SPLASH)
+    time.sleep(0.2)
+    assert len(reads.calls) == len(HOSTS)  # once per launch, whichever comes first
+
+
+def test_after_the_splash_line_a_failure_does_not_check_again(tmp_path: Path) -> None:
+    reads = Reads({h.address: BASE for h in HOSTS})
+    check = make_check(reads, tmp_path, [])
+    check.output(SPLASH)
+    assert check.done.wait(5)
+    check.failed()
+    assert len(reads.calls) == len(HOSTS)

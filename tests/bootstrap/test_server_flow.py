@@ -201,7 +201,9 @@ def test_server_checks_the_launchs_datagram_counters_once_the_program_is_up(
     }
 
 
-def test_server_without_the_splash_line_reads_no_counters(shared_dir: Path, run_server: ServerRun) -> None:
+def test_server_whose_program_exits_cleanly_without_the_splash_line_reads_no_counters(
+    shared_dir: Path, run_server: ServerRun
+) -> None:
     code, log, _ = run_server(env={"ARKBS_EXIT": "0"})
     assert code == 0, log
     assert "launch network check" not in log
@@ -211,6 +213,8 @@ def test_server_without_the_splash_line_reads_no_counters(shared_dir: Path, run_
 def test_server_propagates_exit_code(run_server: ServerRun) -> None:
     code, log, _ = run_server(env={"ARKBS_EXIT": "5"})
     assert code == 5, log
+    # a launch that failed before its splash line is checked as it exits
+    assert "launch network check: no datagram dropped on 3 hosts (" in log
 
 
 def test_server_writes_this_launchs_token_over_a_stale_one(

@@ -3,7 +3,8 @@
 The baseline costs no ssh round of its own: the pre-launch probe's session prints each host's /proc/net/snmp
 after its leftover check (`baseline`, the probe's `on_counters`). When the program prints Arkouda's splash line
 (`server listening on`: every locale is past GASNet's start-up), every host is read again over ssh, in parallel,
-in daemon threads so the program's output keeps flowing; the deltas make one line (netdrops.report_line), logged
+in daemon threads so the program's output keeps flowing (or, when the program fails before printing it, as it
+exits); the deltas make one line (netdrops.report_line), logged
 at INFO, or at WARNING with an Event `DatagramsDropped` when something was dropped, and the totals go to a file
 the metrics sidecar serves. A host that cannot be read is named in the line; nothing here ever fails the launch.
 """
@@ -73,6 +74,15 @@ class LaunchCheck:
                 return
             self._fired = True
         threading.Thread(target=self.run, name="launch-network-check", daemon=True).start()
+
+    def failed(self) -> None:
+        """The program failed without printing its splash line (e.g. GASNet gave up on a datagram lost ten times
+        at start-up): check now, in the caller's thread, so the line is out before the server exits. Once."""
+        with self._lock:
+            if self._fired or not self._hosts:
+                return
+            self._fired = True
+        self.run()
 
     def run(self) -> netdrops.Summary | None:
         """Read every host, report; never raises (a failed check is a log line, the program runs on)."""
