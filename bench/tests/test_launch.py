@@ -6,6 +6,7 @@ import pytest
 
 from arkouda_bench.launch import (
     client_cpu,
+    launch_ended,
     parse_launch_log,
     parse_snapshot,
     parse_stat,
@@ -117,3 +118,18 @@ def test_snapshot_needs_the_clocks_and_one_amudprun() -> None:
     snap = parse_snapshot("now 1\nuptime 1 1\n" + _stat(7, "python3", 1))
     with pytest.raises(BenchSetupError, match="expected one amudprun process"):
         client_cpu(snap)
+
+
+def test_a_launch_that_ended_names_the_exit_and_the_first_gasnet_error() -> None:
+    text = (
+        f"{T}20.000000000Z *** FATAL ERROR: an older launch's failure\n"
+        f"{T}27.226284096Z {SI} 1 of 2 joined the GASNet job {UDP}: host=l0\n"
+        f"{T}40.100000000Z *** Caught a fatal signal (proc 28): SIGABRT(6)\n"
+        f"{T}40.200000000Z *** Caught a fatal signal (proc 54): SIGABRT(6)\n"
+        f"{T}41.000000000Z 2026-12-01 04:26:41,000 INFO arkouda_bootstrap.server.supervise: pid 264 "
+        "exited with status 143\n"
+    )
+    assert launch_ended(text[: text.index(f"{T}41")], since=BASE) == ""
+    ended = launch_ended(text, since=BASE)
+    assert ended.startswith("*** Caught a fatal signal (proc 28)")
+    assert ended.endswith("pid 264 exited with status 143")

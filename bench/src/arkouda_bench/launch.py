@@ -122,6 +122,30 @@ def parse_launch_log(text: str, *, n: int, since: float) -> LaunchLog:
     return LaunchLog(joined=joined, barrier=barrier, listening=listening, warnings=tuple(warnings))
 
 
+_EXITED = re.compile(r"arkouda_bootstrap\.server\.supervise: pid \d+ exited with status \d+")
+_GASNET_ERROR = re.compile(
+    r"\*\*\* (FATAL ERROR|Caught a fatal signal)|AMUDP .*(error|failed)|undeliverable", re.I
+)
+
+
+def launch_ended(text: str, *, since: float) -> str:
+    """'' while the launch that started at `since` runs; once the server says its program exited, that line
+    and the first GASNet error line before it (`kubectl logs --timestamps` text)."""
+    first_error = ""
+    for raw in text.splitlines():
+        stamp, _, line = raw.partition(" ")
+        try:
+            if parse_timestamp(stamp) < since:
+                continue
+        except ValueError:
+            continue
+        if not first_error and _GASNET_ERROR.search(line):
+            first_error = line.strip()
+        if _EXITED.search(line):
+            return "; ".join(x for x in (first_error, line.strip()) if x)[:400]
+    return ""
+
+
 @dataclass(frozen=True)
 class Proc:
     pid: int
@@ -337,6 +361,7 @@ def measure_once(
     pod = _server(RELEASE)
     cpu: ClientCpu | None = None
     launch: LaunchLog | None = None
+    text = ""
     while time.monotonic() < deadline:
         try:
             if cpu is None:
@@ -350,6 +375,8 @@ def measure_once(
             cpu = None
         if launch is not None and launch.complete(n):
             break
+        if cpu is not None and (ended := launch_ended(text, since=cpu.amudprun_start)):
+            raise BenchSetupError(f"the launch at N={n} ended before its barrier: {ended}")
         time.sleep(0.5)
     if cpu is None or launch is None or not launch.complete(n):
         seen = f"{len(launch.barrier)}/{n} past the barrier" if launch else "no amudprun"
@@ -454,30 +481,36 @@ def run_n(
     repeats: int,
     sets: Sequence[str],
     stamp: str,
-) -> dict[str, list[dict[str, Any]]]:
-    """One release at N in `layout`; `repeats` launches per neighbour table setting in `tables` (the first
-    launch of the first setting is the install's). The cluster's setting is restored before returning."""
+) -> dict[str, list[dict[str, Any]] | str]:
+    """One release at N in `layout`, installed with the cluster's neighbour table; then `repeats` launches per
+    setting in `tables`, each in a new server pod. Without a before setting the install's launch is the first
+    repeat. A setting whose launch fails gets its reason instead of samples, and the next setting goes on. The
+    cluster's setting is restored before returning."""
     ns = cl.namespace(f"arkbench-launch-{stamp}-n{n}-{layout.split(maxsplit=1)[0]}")
-    samples: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[dict[str, Any]] | str] = {}
     layout_sets = [x for kv in LAYOUTS[layout] for x in ("--set", kv)]
     try:
-        for k, table in enumerate(tables):
+        set_neighbour_table(cl.repo_root, CLUSTER_TABLE)
+        baseline = Baseline.read(cl, kubeconfig, "")
+        install(cl, ns, n=n, sets=[*layout_sets, *sets])
+        first = measure_once(
+            cl, kubeconfig, ns, n=n, deadline=time.monotonic() + 120 + 5 * n, baseline=baseline
+        )
+        log.info("launch N=%d %s (install): %s", n, layout, first)
+        for table in tables:
             set_neighbour_table(cl.repo_root, table)
             label = f"N={n} {layout} ({table} neighbour table)"
-            samples[table] = []
-            for rep in range(repeats):
-                if k == 0 and rep == 0:
-                    baseline = Baseline.read(cl, kubeconfig, "")
-                    install(cl, ns, n=n, sets=[*layout_sets, *sets])
-                    sample = measure_once(
-                        cl, kubeconfig, ns, n=n, deadline=time.monotonic() + 120 + 5 * n, baseline=baseline
+            samples = [first] if list(tables) == [CLUSTER_TABLE] else []
+            try:
+                for rep in range(len(samples), repeats):
+                    samples.append(
+                        _repeat(cl, kubeconfig, ns, n=n, label=label, rep=rep, repeats=repeats, restart=True)
                     )
-                    log.info("launch %s 1/%d (install): %s", label, repeats, sample)
-                    samples[table].append(sample)
-                    continue
-                samples[table].append(
-                    _repeat(cl, kubeconfig, ns, n=n, label=label, rep=rep, repeats=repeats, restart=True)
-                )
+            except BenchSetupError as exc:
+                log.warning("launch %s: %s", label, exc)
+                out[table] = str(exc)
+                continue
+            out[table] = samples
     finally:
         set_neighbour_table(cl.repo_root, CLUSTER_TABLE)
         try:
@@ -485,7 +518,7 @@ def run_n(
             _wait_gone(cl, ns)
         except (BenchSetupError, subprocess.TimeoutExpired) as exc:
             log.warning("cleanup of %s: %s", ns, exc)
-    return samples
+    return out
 
 
 def run(
@@ -499,8 +532,8 @@ def run(
     layouts: Sequence[str] = tuple(LAYOUTS),
     before: Iterable[int] = (),
 ) -> list[Row]:
-    """Rows per layout and N; for N in `before` also the same launches with Linux's neighbour table thresholds
-    (run first, so the install's launch is never the only one with the cluster's)."""
+    """Rows per layout and N; for N in `before` also the same launches with Linux's neighbour table
+    thresholds, right before the cluster's, in the same release."""
     cl = Cluster.connect(kubeconfig=kubeconfig, repo_root=repo_root)
     stamp = time.strftime("%H%M%S")
     before_set = set(before)
@@ -525,6 +558,12 @@ def run(
                 )  # fmt: skip
                 continue
             for table, samples in by_table.items():
+                if isinstance(samples, str):
+                    rows.append(
+                        Row.failed(group=GROUP, case=case_name(n, layout, table),
+                                   metric="amudprun start → barrier", command=command, reason=samples)
+                    )  # fmt: skip
+                    continue
                 warnings = sorted({w for s in samples for w in s["warnings"]})
                 for w in warnings:
                     log.warning("N=%d %s: warning line in the server log: %s", n, layout, w)
