@@ -433,6 +433,29 @@ def test_the_last_launchs_network_check_is_served_from_its_file_at_every_scrape(
         running.close()
 
 
+@pytest.mark.parametrize("value", ["Infinity", "-Infinity", "NaN", "1e999"])
+def test_a_launch_file_with_a_non_finite_number_is_unreadable_and_the_scrape_still_answers(
+    double: MetricsSocketDouble, tmp_path: Path, caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    path = tmp_path / "network.json"
+    fields = {"sender": 1, "receiver": 2, "hosts": 3, "checked": 3, "dropping": 1, "checked_at": 1765000000.0}
+    path.write_text(json.dumps(fields).replace('"sender": 1', f'"sender": {value}'))
+    settings = ExporterSettings(
+        metrics_port=double.port, listen_host="127.0.0.1", listen_port=0, timeout=0.5, launch_network_file=path
+    )
+    running = exporter.start_exporter(settings)
+    try:
+        for _ in range(2):
+            got = scrape(running)
+            assert not any(name.startswith("arkouda_launch_") for name, _ in got)
+            assert got[("arkouda_exporter_last_poll_ok", ())] == 1.0
+    finally:
+        running.close()
+    warnings = [r for r in caplog.records if "cannot read the launch network check" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "field sender is" in warnings[0].getMessage()
+
+
 def test_cli_takes_the_launch_network_file_from_env() -> None:
     ns = cli.build_parser().parse_args(["exporter"])
     env = {"ARKOUDA_LAUNCH_NETWORK_FILE": "/run/arkouda/launch/other.json"}

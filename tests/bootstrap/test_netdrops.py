@@ -106,6 +106,27 @@ def test_sender_drops_name_the_hosts_and_the_neighbour_table() -> None:
     )
 
 
+def test_the_totals_add_up_each_hosts_own_count_not_the_larger_per_field_sum() -> None:
+    """One host's refusals show in SndbufErrors only, another's in OutDiscards only: 5 + 7 datagrams were
+    dropped, not max(5, 7). The headline, the `most:` list and the totals the metrics serve agree."""
+    checks = [
+        netdrops.compare("ak-locale-1", "10.0.0.2", BASE, after(sndbuf_errors=5)),
+        netdrops.compare("ak-locale-2", "10.0.0.3", BASE, after(out_discards=7)),
+        netdrops.compare("ak-locale-3", "10.0.0.4", BASE, after(rcvbuf_errors=2)),
+        netdrops.compare("ak-locale-4", "10.0.0.5", BASE, after(in_errors=3)),
+    ]
+    summary = netdrops.summarize(checks)
+    assert (summary.sender, summary.receiver, summary.dropped) == (12, 5, 17)
+    line = netdrops.report_line(summary)
+    assert line.startswith(
+        "launch network check: 17 datagrams dropped on 4 of 4 hosts (sender: SndbufErrors 5, OutDiscards 7; "
+        "receiver: RcvbufErrors 2, InErrors 3); most: ak-locale-2 (10.0.0.3) 7, ak-locale-1 (10.0.0.2) 5, "
+        "ak-locale-4 (10.0.0.5) 3, ...: GASNet resends"
+    )
+    totals = netdrops.Totals.of(summary, now=0.0)
+    assert (totals.sender, totals.receiver) == (12, 5)
+
+
 def test_receiver_drops_point_at_the_socket_buffers_not_the_neighbour_table() -> None:
     checks = [
         netdrops.compare("ak-locale-1", "10.0.0.2", BASE, after(rcvbuf_errors=2, in_errors=2)),
@@ -180,8 +201,12 @@ def test_totals_file_round_trip_and_nothing_left_beside_it(tmp_path: Path) -> No
     ("text", "says"),
     [
         ("[]", "not a JSON object"),
-        ('{"sender": "x"}', "field sender is 'x', not a number"),
+        ('{"sender": "x"}', "field sender is 'x', not a finite number"),
         ("{", "Expecting property name"),
+        # json takes these (int() of the first two raises OverflowError, not ValueError)
+        ('{"sender": Infinity}', "field sender is inf, not a finite number"),
+        ('{"sender": 1, "receiver": 1e999}', "field receiver is inf, not a finite number"),
+        ('{"sender": NaN}', "field sender is nan, not a finite number"),
     ],
 )
 def test_a_totals_file_we_did_not_write_is_refused(tmp_path: Path, text: str, says: str) -> None:

@@ -392,7 +392,7 @@ class LaunchNetworkCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         try:
             totals = netdrops.read_totals(self._path)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with this file must not fail the whole scrape
             # told once per distinct error: the file is rewritten at the next launch only
             text = f"cannot read the launch network check {self._path} (no arkouda_launch_* metrics): {exc}"
             if text != self._last_error:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
 import time
@@ -144,18 +145,22 @@ def compare(pod: str, address: str, before: Counters | None, after: Counters | s
 
 @dataclass(frozen=True)
 class Summary:
-    """A launch's check over all its hosts."""
+    """A launch's check over all its hosts. `sender` and `receiver` are the sums of each host's own count (the
+    larger of its two counters on that side), so `dropped` is the sum of the hosts' `dropped`; `total`, the sum
+    of each counter over the hosts, is the detail the line shows."""
 
     hosts: int
     checked: int
     dropping: int
     total: Counters
+    sender: int = 0
+    receiver: int = 0
     most: tuple[HostCheck, ...] = ()
     unchecked: tuple[HostCheck, ...] = ()
 
     @property
     def dropped(self) -> int:
-        return self.total.dropped
+        return self.sender + self.receiver
 
 
 def summarize(checks: Sequence[HostCheck]) -> Summary:
@@ -170,6 +175,10 @@ def summarize(checks: Sequence[HostCheck]) -> Summary:
         checked=len(deltas),
         dropping=len(dropping),
         total=total,
+        # each host's own count, summed: one host's drops in SndbufErrors and another's in OutDiscards are both
+        # drops, which the larger of the two per-field sums would undercount
+        sender=sum(d.sender for d in deltas),
+        receiver=sum(d.receiver for d in deltas),
         most=tuple(dropping[:MOST]),
         unchecked=tuple(c for c in checks if c.delta is None),
     )
@@ -202,9 +211,9 @@ def report_line(summary: Summary) -> str:
     notes = []
     if summary.dropped:
         notes.append(RESEND_NOTE)
-        if t.sender:
+        if summary.sender:
             notes.append(SENDER_HINT)
-        if t.receiver:
+        if summary.receiver:
             notes.append(RECEIVER_HINT)
     line = ": ".join([head, *notes])
     if summary.unchecked:
@@ -233,8 +242,8 @@ class Totals:
     @classmethod
     def of(cls, summary: Summary, *, now: float | None = None) -> Totals:
         return cls(
-            sender=summary.total.sender,
-            receiver=summary.total.receiver,
+            sender=summary.sender,
+            receiver=summary.receiver,
             hosts=summary.hosts,
             checked=summary.checked,
             dropping=summary.dropping,
@@ -259,7 +268,8 @@ def write_totals(path: Path, totals: Totals) -> None:
 
 
 def read_totals(path: Path) -> Totals | None:
-    """None when there is no file yet (no launch checked); ValueError for a file that is not what we write."""
+    """None when there is no file yet (no launch checked); ValueError for a file that is not what we write (a
+    non-finite number too: json takes Infinity, NaN and 1e999, which int() refuses with an OverflowError)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -270,8 +280,8 @@ def read_totals(path: Path) -> Totals | None:
     values: dict[str, float] = {}
     for f in fields(Totals):
         value = data.get(f.name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{path}: field {f.name} is {value!r}, not a number")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{path}: field {f.name} is {value!r}, not a finite number")
         values[f.name] = value
     return Totals(
         sender=int(values["sender"]),
