@@ -38,9 +38,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMMAND = "true"
-# Prints the host's /proc/net/snmp with shell builtins only (no cat in the image needed, no fork); an unreadable
-# file prints nothing and still exits 0, so it never fails the probe: that host just has no baseline.
-SNMP_SCRIPT = f'while IFS= read -r l; do printf "%s\\n" "$l"; done 2>/dev/null <{netdrops.SNMP_PATH} || :'
+# Prints the host's /proc/net/snmp with shell builtins only (no cat in the image needed, no fork). The file is
+# tested before it is opened (a failed redirection is a shell error, handled differently from shell to shell):
+# a host without it prints nothing and exits 0, so it never fails the probe; it just has no baseline.
+SNMP_SCRIPT = (
+    f'if [ -r {netdrops.SNMP_PATH} ]; then while IFS= read -r l; do printf "%s\\n" "$l"; done <{netdrops.SNMP_PATH}; fi'
+)
 # Ends every process of ours whose executable is the program (`-ef`: same file, following /proc/<pid>/exe; other
 # users' processes fail the test), then prints how many, then the counters (SNMP_SCRIPT). Only shell builtins, so
 # one pass over /proc costs no fork per process, and our own shell (whose exe is the shell) can never match.
