@@ -612,3 +612,35 @@ def test_the_probe_counts_only_sshds_greeting_as_an_answer() -> None:
     port = closed.getsockname()[1]
     closed.close()
     assert tcp_connect("127.0.0.1", port, 2) == "Connection refused"
+
+
+def test_an_output_tap_that_raises_never_stops_the_copy(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tap that fails at every line (e.g. it cannot start a thread under the pod's pids limit): every line is
+    still copied, so the pipe never fills and the program is never blocked on a write. The failure is logged
+    once. The program gives itself 20 s (SIGALRM) to write far more than a pipe holds."""
+    argv = child_script(
+        tmp_path,
+        """
+        import signal, sys
+        signal.alarm(20)
+        for i in range(5000):
+            print(f"line {i:05d} " + "x" * 90)
+        print("stderr too", file=sys.stderr)
+        """,
+    )
+    seen: list[str] = []
+
+    def tap(line: str) -> None:
+        seen.append(line)
+        raise RuntimeError("can't start new thread")
+
+    outcome = run_supervised(argv, env=os.environ, output=tap)
+    assert outcome.exit_code == 0  # not 142: never blocked until the alarm
+    copied = capfd.readouterr().out.splitlines()
+    assert copied == [f"line {i:05d} " + "x" * 90 for i in range(5000)] + ["stderr too"]
+    assert seen == copied
+    failures = [r for r in caplog.records if "output tap failed" in r.getMessage()]
+    assert len(failures) == 1
+    assert failures[0].exc_info is not None

@@ -358,17 +358,25 @@ def run_supervised(
 
 
 def _start_copy(child: subprocess.Popen[bytes], output: Callable[[str], None]) -> threading.Thread:
-    """Copy the child's output to our stdout line by line (so the container log keeps it) and hand each line on."""
+    """Copy the child's output to our stdout line by line (so the container log keeps it) and hand each line on.
+    The copy goes on whatever `output` does: a copier that died would leave the pipe to fill up and the program
+    blocked at its next write. A failing `output` is logged once."""
     stream = child.stdout
     if stream is None:
         raise ValueError("the child has no stdout pipe")
 
     def copy() -> None:
+        told = False
         with stream:
             for raw in stream:
                 sys.stdout.buffer.write(raw)
                 sys.stdout.flush()
-                output(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                try:
+                    output(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                except Exception:  # e.g. no thread can be started under the pod's pids limit
+                    if not told:
+                        log.warning("the program's output tap failed; its output is still copied", exc_info=True)
+                    told = True
 
     thread = threading.Thread(target=copy, name="program-output", daemon=True)
     thread.start()
