@@ -1,6 +1,7 @@
 """The launch's network check (server.netcheck): the baseline the probe hands over, the reading after the splash
 line (once per launch, also from a real child's output through run_supervised), the report line's level, the
-Event only on drops, a failing host named, and the totals file the metrics sidecar reads."""
+Event only on drops, a failing host named, the totals file the metrics sidecar reads, and `finish`: it waits for
+a running check, runs one for a program that failed before its splash line, and cancels one on a lost locale."""
 
 from __future__ import annotations
 
@@ -166,12 +167,12 @@ def test_a_program_that_fails_before_its_splash_line_is_checked_as_it_exits(tmp_
     reads = Reads({h.address: replace(BASE, sndbuf_errors=9, out_discards=9) for h in HOSTS})
     events: list[str] = []
     check = make_check(reads, tmp_path, events)
-    check.failed()  # synchronous: the line is out when it returns
+    check.finish(failed=True)  # here, in the caller's thread: the line is out when it returns
     assert check.done.is_set()
     assert check.line is not None
     assert check.line.startswith("launch network check: 27 datagrams dropped on 3 of 3 hosts (")
     assert events == [check.line]
-    check.failed()
+    check.finish(failed=True)
     check.output(SPLASH)
     time.sleep(0.2)
     assert len(reads.calls) == len(HOSTS)  # once per launch, whichever comes first
@@ -181,6 +182,85 @@ def test_after_the_splash_line_a_failure_does_not_check_again(tmp_path: Path) ->
     reads = Reads({h.address: BASE for h in HOSTS})
     check = make_check(reads, tmp_path, [])
     check.output(SPLASH)
-    assert check.done.wait(5)
-    check.failed()
+    check.finish(failed=True)
+    assert check.done.is_set()
     assert len(reads.calls) == len(HOSTS)
+
+
+class SlowReads(Reads):
+    """Reads that wait for `gate` (or `delay` seconds) before answering."""
+
+    def __init__(self, answers: dict[str, Counters | Exception], *, delay: float = 30) -> None:
+        super().__init__(answers)
+        self.gate = threading.Event()
+        self.delay = delay
+
+    def __call__(self, host: Host) -> Counters:
+        self.gate.wait(self.delay)
+        return super().__call__(host)
+
+
+def test_finish_waits_for_the_check_a_splash_line_started_just_before_the_exit(tmp_path: Path) -> None:
+    """A program that exits right after its splash line: the check's line, Event and file are out by the time
+    finish returns (the server exits after it, which would kill a check still running)."""
+    reads = SlowReads({h.address: replace(BASE, sndbuf_errors=2) for h in HOSTS}, delay=0.5)
+    events: list[str] = []
+    check = make_check(reads, tmp_path, events)
+    check.output(SPLASH)
+    check.finish()  # a clean exit: no check of its own, but the running one is waited for
+    assert check.line is not None
+    assert check.line.startswith("launch network check: 6 datagrams dropped on 3 of 3 hosts (")
+    assert events == [check.line]
+    totals = netdrops.read_totals(tmp_path / "launch" / "network.json")
+    assert totals is not None
+    assert totals.sender == 6
+
+
+def test_a_lost_locale_cancels_the_running_check_at_once_and_it_reports_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="arkouda_bootstrap.server.netcheck")
+    reads = SlowReads({h.address: replace(BASE, sndbuf_errors=5) for h in HOSTS})  # would wait up to 30 s
+    events: list[str] = []
+    check = make_check(reads, tmp_path, events)
+    check.output(SPLASH)
+    started = time.monotonic()
+    check.finish(lost=True, failed=True)
+    assert time.monotonic() - started < 2  # not the read bound (2 s timeout + 5 s slack)
+    assert check.done.is_set()
+    reads.gate.set()  # the reads of the lost launch come in after all
+    time.sleep(0.3)
+    assert events == []
+    assert check.line is None
+    assert not (tmp_path / "launch").exists()
+    assert "launch network check cancelled: its launch is over" in caplog.text
+    check.output(SPLASH)  # a late splash line of the old program starts nothing
+    time.sleep(0.2)
+    assert len(reads.calls) == len(HOSTS)
+
+
+def test_a_check_not_done_within_the_bound_is_given_up_and_writes_nothing_later(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(netcheck, "JOIN_SLACK", 0.2)
+    release = threading.Event()
+    emitted: list[str] = []
+
+    def emit(line: str) -> None:  # an API server that takes its time with the Event
+        release.wait(10)
+        emitted.append(line)
+
+    reads = Reads({h.address: replace(BASE, rcvbuf_errors=1) for h in HOSTS})
+    check = netcheck.LaunchCheck(read=reads, emit=emit, totals=tmp_path / "network.json", timeout=0.1)
+    for host in HOSTS:
+        check.baseline(host, BASE)
+    check.launching(HOSTS)
+    check.output(SPLASH)
+    started = time.monotonic()
+    check.finish()
+    assert time.monotonic() - started < 2  # the read bound (0.3 s) plus the slack (0.2 s), not the Event's 10 s
+    assert "launch network check not done within 0.5s: given up" in caplog.text
+    release.set()
+    assert check.done.wait(5)
+    assert len(emitted) == 1  # it had begun before the bound passed
+    assert not (tmp_path / "network.json").exists()

@@ -294,9 +294,12 @@ def run_server(
             liveness=liveness,
             output=prepared.check.output if prepared.check is not None else None,
         )
-        if prepared.check is not None and outcome.exit_code and outcome.lost_reason is None and not outcome.signalled:
-            # a launch that failed at start-up is the one most worth diagnosing
-            prepared.check.failed()
+        if prepared.check is not None:
+            # before we return or relaunch: the check's line, Event and file are out (or it was cancelled), and
+            # nothing of it comes later; a launch that failed at start-up is the one most worth diagnosing
+            prepared.check.finish(
+                failed=bool(outcome.exit_code) and not outcome.signalled, lost=outcome.lost_reason is not None
+            )
         if outcome.lost_reason is None:
             return outcome.exit_code
         # A locale lost for not answering may still be Ready to the control plane (its node's loss is told only
