@@ -141,8 +141,10 @@ class Kube:
         raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n"
                              f"{self.describe_pods(namespace, selector)}")
 
-    def logs(self, namespace: str, pod: str, container: str, *, previous: bool = False) -> str:
-        return str(self.core.read_namespaced_pod_log(pod, namespace, container=container, previous=previous))
+    def logs(self, namespace: str, pod: str, container: str, *, previous: bool = False,
+             timestamps: bool = False) -> str:
+        return str(self.core.read_namespaced_pod_log(pod, namespace, container=container, previous=previous,
+                                                     timestamps=timestamps))
 
     def events_for(self, namespace: str, name: str) -> list[Any]:
         evs = self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
