@@ -308,8 +308,8 @@ wait_for() {
 
 # neigh_gc_thresh: the kernel's gc_thresh1 2 3 on one line; set_neigh_gc_thresh T1 T2 T3: set them (host-wide).
 neigh_gc_thresh() {
-  local i
-  for i in 1 2 3; do printf '%s%s' "$(sysctl -n "net.ipv4.neigh.default.gc_thresh$i")" "$([[ $i == 3 ]] && echo || echo ' ')"; done
+  printf '%s %s %s\n' "$(sysctl -n net.ipv4.neigh.default.gc_thresh1)" "$(sysctl -n net.ipv4.neigh.default.gc_thresh2)" \
+    "$(sysctl -n net.ipv4.neigh.default.gc_thresh3)"
 }
 set_neigh_gc_thresh() {
   [[ $# -eq 3 && "$1$2$3" =~ ^[0-9]+$ && $1 -le $2 && $2 -le $3 ]] ||
@@ -769,7 +769,7 @@ _host_network_down() {
   fi
   if [[ -f "$RUN/neigh.saved" ]]; then
     local -a saved
-    read -r -a saved <"$RUN/neigh.saved"
+    read -r -a saved <"$RUN/neigh.saved" || true  # a file without its final newline still holds the values
     (set_neigh_gc_thresh "${saved[@]}") || true
   fi
 }

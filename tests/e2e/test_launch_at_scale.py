@@ -123,5 +123,5 @@ def test_the_metrics_sidecar_serves_the_launch_totals(kube: Kube, ns: str) -> No
 
 
 def test_uninstall(kube: Kube, ns: str) -> None:
-    helm("uninstall", RELEASE, "-n", ns, "--wait", "--timeout", "3m", timeout=300)
-    kube.watch_pods_until(ns, release_pods(RELEASE), lambda ps: not ps, timeout=120, what="the release's pods gone")
+    # not waited for: the 16 pods go while the next module runs (the namespace goes at the session's end)
+    helm("uninstall", RELEASE, "-n", ns, timeout=120)
