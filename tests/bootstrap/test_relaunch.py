@@ -243,3 +243,54 @@ def test_a_program_that_fails_before_its_splash_line_is_checked_before_run_serve
     api = FakeKube()
     assert server.run_server(api, settings(tmp_path, max_relaunches=2), report=lambda _: None) == 1
     assert [e.reason for e in api.created_events] == ["DatagramsDropped"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# a launch whose worker could not connect back to the launcher is relaunched, not exited from
+
+SPAWN_REFUSED = (
+    "*** FATAL ERROR: Got an xSocket while spawning worker process: connect() failed while creating a connect "
+    "socket (111:Connection refused)"
+)
+
+
+def test_a_worker_that_could_not_connect_back_is_relaunched_in_place(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """After an API server outage the NetworkPolicy enforcer may not admit a new locale's traffic to the server
+    pod yet: amudprun fails at the spawn. run_server relaunches (an Event says why) instead of exiting, which
+    would restart the container."""
+    launches = Launches(tmp_path, lambda _: Counters())
+    monkeypatch.setattr(server, "prepare_server", launches.prepare)
+    programs: list[tuple[list[str], Outcome]] = [([SPAWN_REFUSED], Outcome(143)), ([], Outcome(0))]
+
+    def fake_launch(*_args: object, output: Callable[[str], None] | None = None, **_kwargs: object) -> Outcome:
+        lines, outcome = programs.pop(0)
+        assert output is not None  # arkouda mode: the output is tapped
+        for line in lines:
+            output(line)
+        return outcome
+
+    monkeypatch.setattr(server, "_launch_supervised", fake_launch)
+    api = FakeKube()
+    assert server.run_server(api, settings(tmp_path, max_relaunches=2), report=lambda _: None) == 0
+    relaunching = [e.message for e in api.created_events if e.reason == "Relaunching"]
+    assert len(relaunching) == 1 and "could not connect back to the launcher" in relaunching[0], relaunching
+    assert "Connection refused" in relaunching[0]
+
+
+def test_a_failed_launch_without_that_line_still_exits_with_its_status(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    launches = Launches(tmp_path, lambda _: Counters())
+    monkeypatch.setattr(server, "prepare_server", launches.prepare)
+
+    def fake_launch(*_args: object, output: Callable[[str], None] | None = None, **_kwargs: object) -> Outcome:
+        assert output is not None
+        output("*** FATAL ERROR: something else went wrong")
+        return Outcome(1)
+
+    monkeypatch.setattr(server, "_launch_supervised", fake_launch)
+    api = FakeKube()
+    assert server.run_server(api, settings(tmp_path, max_relaunches=2), report=lambda _: None) == 1
+    assert not [e for e in api.created_events if e.reason == "Relaunching"]

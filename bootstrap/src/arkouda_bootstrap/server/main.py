@@ -218,6 +218,41 @@ def _launch_check(
     )
 
 
+# GASNet's amudprun when a locale's worker cannot connect back to it at start-up ("Got an xSocket while spawning
+# worker process: connect() failed ... Connection refused"): the pod network does not admit that locale's traffic
+# to this pod yet, e.g. a NetworkPolicy enforcer still syncing its pod sets after an API server outage. The probe
+# only tried this pod → locale. A relaunch once the locales are Ready again gets through; exiting would cost a
+# container restart and its back-off.
+SPAWN_FAILED = "while spawning worker process"
+
+
+class SpawnWatch:
+    """The program's output tap: remembers the first line saying a worker could not connect back to the
+    launcher, and passes every line on."""
+
+    def __init__(self, then: Callable[[str], None] | None = None) -> None:
+        self.line: str | None = None
+        self._then = then
+
+    def output(self, line: str) -> None:
+        if self.line is None and SPAWN_FAILED in line:
+            self.line = line.strip()
+        if self._then is not None:
+            self._then(line)
+
+
+def _spawn_failure(outcome: Outcome, watch: SpawnWatch | None) -> Outcome:
+    """A failed launch whose worker could not connect back becomes a loss to relaunch after (bounded by
+    --max-relaunches like one)."""
+    if watch is None or watch.line is None or not outcome.exit_code or outcome.signalled or outcome.lost_reason:
+        return outcome
+    return replace(
+        outcome,
+        lost_reason=f"a locale could not connect back to the launcher ({watch.line}): the pod network did not "
+        "admit it to this pod yet",
+    )
+
+
 def _host(pod: PodInfo, *, addresses: netstatus.Addresses | None = None) -> ssh.Host:
     return ssh.Host(address=addresses.address(pod) if addresses else pod.pod_ip or "", pod=pod.name)
 
@@ -283,6 +318,7 @@ def run_server(
             _exec(prepared, env, recorder, launched=launched)
         started = clock()
         liveness = _liveness(prepared, settings)
+        watch = SpawnWatch(prepared.check.output if prepared.check is not None else None)
         outcome = _launch_supervised(
             api,
             prepared,
@@ -292,7 +328,7 @@ def run_server(
             launched=launched,
             grace_seconds=grace_seconds,
             liveness=liveness,
-            output=prepared.check.output if prepared.check is not None else None,
+            output=watch.output if prepared.check is not None else None,
         )
         if prepared.check is not None:
             # before we return or relaunch: the check's line, Event and file are out (or it was cancelled), and
@@ -300,6 +336,7 @@ def run_server(
             prepared.check.finish(
                 failed=bool(outcome.exit_code) and not outcome.signalled, lost=outcome.lost_reason is not None
             )
+        outcome = _spawn_failure(outcome, watch)
         if outcome.lost_reason is None:
             return outcome.exit_code
         # A locale lost for not answering may still be Ready to the control plane (its node's loss is told only
