@@ -93,8 +93,10 @@ def test_the_documented_batch_script_runs_arkouda_and_scancel_stops_it(job: Arko
     out = job.text()
     assert state == "CANCELLED", out
     pid = launched.group(3)
-    # the program (arkouda_server, i.e. amudprun) got SIGTERM and the bootstrap saw it end, then ended itself
-    assert f"forwarding SIGTERM to pid {pid}" in out, out
+    # the program (arkouda_server, i.e. amudprun) got SIGTERM and the bootstrap saw it end, then ended itself.
+    # Slurm signals every process of the step, in an order of its own: the bootstrap forwards the signal only when
+    # it hears it before the program ends (one run in CI heard it after), so the forwarding line is not asserted
+    # here; test_supervise.py checks the forwarding itself.
     assert f"pid {pid} exited with status 143" in out, out
     assert wait_gone(info, seconds=15), f"the stand-in server did not stop cleanly: {info} is still there\n{out}"
     assert "Traceback" not in out, out
