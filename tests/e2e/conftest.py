@@ -32,24 +32,6 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-# Rough seconds of each concurrent module in a warm `make e2e` (2026-12-07). run.sh gives the modules to the xdist
-# workers in collection order (--no-loadscope-reorder), and longest first keeps the workers' ends close together
-# (xdist's own order, by test count, ended one worker 57 s after another). Only the order depends on these
-# numbers; a module not listed goes last.
-MODULE_SECONDS = {
-    "test_idle_gate.py": 281, "test_mpi_job.py": 134, "test_multinode.py": 121, "test_hardening.py": 117,
-    "test_lossless_sleep.py": 104, "test_locale_silence.py": 102, "test_arkouda_release.py": 97,
-    "test_arkouda_auth.py": 96, "test_key_lifecycle.py": 77, "test_front_door.py": 57, "test_mpi_release.py": 46,
-    "test_slurm_registration.py": 44, "test_launch_at_scale.py": 42, "test_notebooks.py": 35,
-    "test_package.py": 35, "test_shared_volume.py": 26, "test_secondary_network.py": 18,
-}  # fmt: skip
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # a stable sort: the tests of a module keep their order
-    items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))
-
-
 # The local cluster's daemons (hack/cluster): a failed test shows which of them are gone, so a run whose only record
 # is its output says whether the product or the test host failed.
 CLUSTER_STATUS = REPO_ROOT / "hack" / "cluster" / "status.sh"

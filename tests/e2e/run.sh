@@ -44,9 +44,7 @@ p1_t0=$SECONDS
 rc1=0
 # No live log under xdist (the workers' output is not forwarded): -rP prints each passed test's output and
 # INFO log (timings, placements) after the run, failures show theirs as usual.
-# --no-loadscope-reorder: the modules go to the workers longest first (conftest.py MODULE_SECONDS), not by test count
-pytest_phase -m "not disruptive" -n "$workers" --dist loadfile --no-loadscope-reorder -rfEsP -o log_level=INFO "$@" \
-  || rc1=$?
+pytest_phase -m "not disruptive" -n "$workers" --dist loadfile -rfEsP -o log_level=INFO "$@" || rc1=$?
 p1=$((SECONDS - p1_t0))
 rc_ct=0
 if [[ -n "$ct_pid" ]]; then
