@@ -28,13 +28,15 @@ entries  allocs   destroys hash_grows lookups  hits     res_failed rcv_probes_mc
 
 def test_snmp_names_the_columns_and_ignores_udplite() -> None:
     d = parse_snmp(SNMP)
-    assert d == Drops(sndbuf_errors=167, out_discards=172, rcvbuf_errors=2, in_errors=3)
+    assert d == Drops(
+        sndbuf_errors=167, out_discards=172, rcvbuf_errors=2, in_errors=3, in_datagrams=386, out_datagrams=328
+    )
     # a failed send counts in both SndbufErrors and OutDiscards: the larger, not the sum
     assert (d.sender, d.receiver) == (172, 3)
 
 
 def test_snmp_without_its_tables_is_an_error() -> None:
-    with pytest.raises(BenchSetupError, match="no Udp table"):
+    with pytest.raises(BenchSetupError, match="Udp InDatagrams"):
         parse_snmp("Ip: Forwarding\nIp: 1\n")
 
 

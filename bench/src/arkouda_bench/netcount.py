@@ -13,64 +13,28 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from arkouda_bench.cluster import _run
 from arkouda_bench.sshd import BenchSetupError
+from arkouda_bootstrap import netdrops
 
 ARP_CACHE_STAT = Path("/proc/net/stat/arp_cache")
 EXEC_THREADS = 8
 
 
-@dataclass(frozen=True)
-class Drops:
-    """One pod's counters of datagrams its kernel dropped (cumulative since the pod's network began)."""
-
-    sndbuf_errors: int = 0  # Udp: SndbufErrors
-    out_discards: int = 0  # Ip: OutDiscards
-    rcvbuf_errors: int = 0  # Udp: RcvbufErrors
-    in_errors: int = 0  # Udp: InErrors
-
-    @property
-    def sender(self) -> int:
-        """Datagrams dropped before they left the pod. A UDP send that fails with ENOBUFS counts in both
-        SndbufErrors and OutDiscards, so the larger of the two, not their sum."""
-        return max(self.sndbuf_errors, self.out_discards)
-
-    @property
-    def receiver(self) -> int:
-        # InErrors includes RcvbufErrors (udp_queue_rcv_skb counts a full buffer in both)
-        return max(self.in_errors, self.rcvbuf_errors)
-
-    def __sub__(self, other: Drops) -> Drops:
-        return Drops(
-            sndbuf_errors=self.sndbuf_errors - other.sndbuf_errors,
-            out_discards=self.out_discards - other.out_discards,
-            rcvbuf_errors=self.rcvbuf_errors - other.rcvbuf_errors,
-            in_errors=self.in_errors - other.in_errors,
-        )
-
-
-def _table(text: str, prefix: str) -> dict[str, int]:
-    """The `Prefix: names` / `Prefix: values` pair of /proc/net/snmp as a dict."""
-    rows = [line.split()[1:] for line in text.splitlines() if line.startswith(prefix + ":")]
-    if len(rows) < 2:
-        raise BenchSetupError(f"no {prefix} table in /proc/net/snmp: {text.strip()[:120]!r}")
-    return {name: int(value) for name, value in zip(rows[0], rows[1], strict=False)}
+# One pod's counters of dropped datagrams: the product's own reading (the server's launch network check), so
+# the bench counts exactly what the server reports.
+Drops = netdrops.Counters
 
 
 def parse_snmp(text: str) -> Drops:
-    udp = _table(text, "Udp")
-    ip = _table(text, "Ip")
-    return Drops(
-        sndbuf_errors=udp.get("SndbufErrors", 0),
-        out_discards=ip.get("OutDiscards", 0),
-        rcvbuf_errors=udp.get("RcvbufErrors", 0),
-        in_errors=udp.get("InErrors", 0),
-    )
+    try:
+        return netdrops.parse_snmp(text)
+    except netdrops.CountersError as exc:
+        raise BenchSetupError(str(exc)) from None
 
 
 def parse_table_fulls(text: str) -> int:
@@ -112,17 +76,7 @@ def launch_drops(before: Mapping[str, Drops], after: Mapping[str, Drops]) -> tup
     total = Drops()
     pods = 0
     for uid, now in after.items():
-        delta = now - before.get(uid, Drops())
-        total = Drops(
-            sndbuf_errors=total.sndbuf_errors + delta.sndbuf_errors,
-            out_discards=total.out_discards + delta.out_discards,
-            rcvbuf_errors=total.rcvbuf_errors + delta.rcvbuf_errors,
-            in_errors=total.in_errors + delta.in_errors,
-        )
-        pods += delta.sender + delta.receiver > 0
+        delta = now.minus(before.get(uid, Drops()))
+        total = Drops(**{f: getattr(total, f) + getattr(delta, f) for f in netdrops.FIELDS})
+        pods += delta.dropped > 0
     return total, pods
-
-
-def describe(drops: Iterable[tuple[Drops, int]]) -> str:
-    """Per repeat `sender/receiver in k pods`, for a row's note."""
-    return "; ".join(f"{d.sender}/{d.receiver} in {k} pods" for d, k in drops)
