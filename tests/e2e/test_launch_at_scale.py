@@ -1,10 +1,12 @@
 """A 16-locale Arkouda release spread over the three nodes: GASNet's real launch (amudprun's ssh spawner, the udp
-conduit's all-to-all first contact) passes its barrier within a bound, and the server's network check after the
-launch counts no datagram dropped in any of the 16 pods (docs/launch-at-scale.md).
+conduit's all-to-all first contact) passes its barrier on every locale, the server's network check after the
+launch counts no datagram dropped in any of the 16 pods, and the host's neighbour table did not overflow meanwhile
+(docs/launch-at-scale.md).
 
 A datagram dropped again at every resend shows as a stall on GASNet's resend grid, 0.1·(2^k - 1) s after its
-first send (3.1, 6.3, 12.7 s for k = 5, 6, 7): the bound below sits under the sixth, and the test prints it
-beside the measured time. Skips, saying why, on a one-node cluster.
+first send; the drop counters are the cause of that stall, so they are what is asserted. The time from the launch
+to the barrier is printed, not asserted: beside the suite's other modules on this two-core VM it depends on the
+CPU left over (`make bench-launch` compares it as a ratio, same run). Skips, saying why, on a one-node cluster.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ log = logging.getLogger(__name__)
 RELEASE = "scale"
 N = 16
 SERVER_POD = f"{RELEASE}-arkouda-server-0"
-BARRIER_BOUND_S = 6.0  # under the sixth resend (6.3 s) of a datagram lost at every try
 STAMPED = re.compile(r"^(\S+) (.*)$")
 # the bootstrap's last line before it starts the launcher (server.main: probe, plan, launch)
 PROBED = re.compile(r"ssh probe: all \d+ hosts answered")
@@ -98,12 +99,12 @@ def test_sixteen_locales_pass_the_barrier_without_a_drop(kube: Kube, ns: str) ->
     assert sorted(barrier) == list(range(N)), f"locales past the barrier: {sorted(barrier)}\n{logs[-3000:]}"
     took = max(barrier.values()) - launched
     overflows = "unknown" if fulls_before is None or fulls_after is None else fulls_after - fulls_before
-    print(f"\n{N} locales on {len(nodes)} nodes: launched → all past the GASNet barrier in {took:.2f}s "
-          f"(bound {BARRIER_BOUND_S:g}s); network check: {check}; host neighbour table overflows meanwhile: "
+    print(f"\n{N} locales on {len(nodes)} nodes: launched → all past the GASNet barrier in {took:.2f}s; "
+          f"network check: {check}; host neighbour table overflows meanwhile: "
           f"{overflows}")  # fmt: skip
     assert "no datagram dropped" in check, f"the launch dropped datagrams: {check}"
     assert f"on {N} hosts" in check, f"the check must cover all {N} hosts: {check}"
-    assert took <= BARRIER_BOUND_S, f"{N} locales took {took:.2f}s from the launch to the barrier"
+    assert overflows in ("unknown", 0), f"the host's neighbour table overflowed {overflows} times during the launch"
 
 
 def test_the_metrics_sidecar_serves_the_launch_totals(kube: Kube, ns: str) -> None:
