@@ -43,5 +43,7 @@ cluster-kubeconfig: ## Print the path of the local cluster's admin kubeconfig
 cluster-smoke: ## Re-run the cluster smoke test (restricted pod -> Service DNS name -> pod)
 	@$(CLUSTER_SH)/smoke.sh
 
-lint-cluster: venv ## Lint the cluster scripts (shellcheck)
+lint-cluster: venv ## Lint the cluster scripts (shellcheck; ruff and mypy --strict of their Python)
 	@$(VENV)/bin/shellcheck -x -P $(CLUSTER_SH) $(CLUSTER_SH)/*.sh && echo "lint-cluster: shellcheck clean"
+	@$(VENV)/bin/ruff check $(CLUSTER_SH)/*.py && $(VENV)/bin/ruff format --check $(CLUSTER_SH)/*.py && \
+	  $(VENV)/bin/mypy --strict $(CLUSTER_SH)/*.py

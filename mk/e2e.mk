@@ -13,7 +13,7 @@ LINT_TARGETS += lint-e2e
 
 # The cluster and the images the suite needs: the node, then `make images`, then the images imported into
 # the node's containerd (values/local.yaml never pulls).
-e2e-prepare: images cluster-up cluster-load-images
+e2e-prepare: venv images cluster-up cluster-load-images
 
 # Nodes of the e2e cluster (hack/cluster/README.md): node 0 and two extra nodes, kube-router enforcing
 # NetworkPolicies on each, so releases spread over nodes and tests/e2e/test_multinode.py, test_node_loss.py run
@@ -21,8 +21,12 @@ e2e-prepare: images cluster-up cluster-load-images
 # (tests/e2e/test_secondary_network.py skips without it). E2E_NODES=1 E2E_MULTUS=0 is the old one-node suite.
 E2E_NODES ?= 3
 E2E_MULTUS ?= 1
+# E2E_KUEUE=1 installs Kueue (hack/cluster/kueue.sh; tests/e2e/test_kueue.py skips without it).
+E2E_KUEUE ?= 1
 e2e-prepare: NODES = $(E2E_NODES)
 e2e-prepare: export CLUSTER_MULTUS = $(E2E_MULTUS)
+e2e-prepare: export CLUSTER_KUEUE = $(E2E_KUEUE)
+e2e-prepare: export KUEUE_PYTHON = $(PY)
 
 e2e-run: e2e-prepare venv
 	@KUBECONFIG="$$($(MAKE) -s cluster-kubeconfig)" $(MAKE) e2e-suite E2E_WITH_CT=1

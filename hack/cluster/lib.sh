@@ -786,3 +786,17 @@ _netns_network_down() {
   ip link del "akv$NODE_IDX" 2>/dev/null || true
   ip netns del "$START_NETNS" 2>/dev/null || true
 }
+
+# buildah_image NAME ARCHIVE ROOTFS_DIR ENTRYPOINT_JSON: a one-layer image from a host directory, no base image.
+buildah_image() {
+  local name="$1" out="$2" rootfs="$3" entry="$4" tmp c
+  tmp="$(mktemp -d)"
+  local b=(buildah --root "$tmp/root" --runroot "$tmp/runroot" --storage-driver vfs)
+  c="$("${b[@]}" from scratch)"
+  "${b[@]}" copy "$c" "$rootfs/" / >/dev/null
+  "${b[@]}" config --entrypoint "$entry" --user 65534:65534 --workingdir / "$c"
+  "${b[@]}" commit -q "$c" "$name" >/dev/null
+  "${b[@]}" push -q "$name" "docker-archive:$out.tmp:$name"
+  "${b[@]}" rm "$c" >/dev/null
+  rm -rf "$tmp"; mv "$out.tmp" "$out"
+}

@@ -5,6 +5,7 @@
 #                                  oci-archive .tar carrying the full image name)
 #   load-images.sh --node-images   build (cached) and import the node's own images: the pod sandbox image
 #                                  $PAUSE_IMAGE (pause/pause.c) and $SMOKE_IMAGE (static busybox, for smoke.sh)
+#   load-images.sh --archive FILE  import that one archive (kueue.sh's image), on every node as above
 # An archive already imported into this cluster (same path, size and mtime) is skipped.
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -27,20 +28,6 @@ import() {  # import ARCHIVE: ctr import unless this exact archive was already i
     sleep 1
   done
   die "ctr images import $f failed 3 times (is it a docker-archive/oci-archive with an image name?)"
-}
-
-# buildah_image NAME ARCHIVE ROOTFS_DIR ENTRYPOINT_JSON: a one-layer image from a host directory, no base image.
-buildah_image() {
-  local name="$1" out="$2" rootfs="$3" entry="$4" tmp c
-  tmp="$(mktemp -d)"
-  local b=(buildah --root "$tmp/root" --runroot "$tmp/runroot" --storage-driver vfs)
-  c="$("${b[@]}" from scratch)"
-  "${b[@]}" copy "$c" "$rootfs/" / >/dev/null
-  "${b[@]}" config --entrypoint "$entry" --user 65534:65534 --workingdir / "$c"
-  "${b[@]}" commit -q "$c" "$name" >/dev/null
-  "${b[@]}" push -q "$name" "docker-archive:$out.tmp:$name"
-  "${b[@]}" rm "$c" >/dev/null
-  rm -rf "$tmp"; mv "$out.tmp" "$out"
 }
 
 if [[ "${1:-}" == "--node-images" ]]; then
@@ -73,7 +60,12 @@ if [[ "${1:-}" == "--node-images" ]]; then
 fi
 
 shopt -s nullglob
-archives=("$IMAGES_DIR"/*.tar)
+if [[ "${1:-}" == "--archive" ]]; then
+  [[ -s "${2:-}" ]] || die "load-images.sh --archive FILE: no archive at '${2:-}'"
+  archives=("$2")
+else
+  archives=("$IMAGES_DIR"/*.tar)
+fi
 if (( ${#archives[@]} == 0 )); then log "no image archives in $IMAGES_DIR (run 'make images')"; exit 0; fi
 # Every extra node has a containerd of its own: import there too, all nodes at once (independent containerds and
 # state; on a fresh 3-node cluster one after the other took 41 s).
@@ -82,7 +74,7 @@ if [[ -z "${CLUSTER_NODE:-}" ]]; then
   for i in $(extra_nodes); do
     [[ -S "$NODES_DIR/$i/run/containerd.sock" ]] || continue
     log "images for node $(node_name "$i")"
-    CLUSTER_NODE="$i" "$0" &
+    CLUSTER_NODE="$i" "$0" "$@" &
     pids+=("$!")
   done
 fi

@@ -111,6 +111,10 @@ phase multus
 # e2e cluster sets it): every pod's CNI ADD/DEL then goes through Multus, which a plain node does not need
 [[ "${CLUSTER_MULTUS:-0}" != 1 ]] || "$CLUSTER_HACK/multus.sh" up
 
+phase kueue
+# Kueue (kueue.sh, README) for global.scheduling.queueName, with CLUSTER_KUEUE=1 only (the e2e cluster sets it)
+[[ "${CLUSTER_KUEUE:-0}" != 1 ]] || "$CLUSTER_HACK/kueue.sh" up
+
 phase shared-storage
 # ReadWriteMany volumes that are one filesystem for every node (global.sharedVolume; shared-storage.sh says why)
 "$CLUSTER_HACK/shared-storage.sh" up
