@@ -145,6 +145,7 @@ class FakeKube:
     secrets: dict[tuple[str, str], tuple[dict[str, bytes], dict[str, str]]] = field(default_factory=dict)
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     jobs: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name) -> its pod, which goes with it
+    kueue_workloads: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name)
     # Jobs whose pod does not end (its node is gone): deleted, they stay until the wait's deadline
     stuck_jobs: set[tuple[str, str]] = field(default_factory=set)
     pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
@@ -276,6 +277,13 @@ class FakeKube:
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
+
+    def delete_kueue_workload(self, *, namespace: str, name: str) -> bool:
+        self._check("delete_kueue_workload", name)
+        if (namespace, name) not in self.kueue_workloads:
+            return False
+        self.kueue_workloads.discard((namespace, name))
+        return True
 
     def delete_job(self, *, namespace: str, name: str) -> str | None:
         self._check("delete_job", name)

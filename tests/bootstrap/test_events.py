@@ -36,6 +36,7 @@ def test_reasons_and_types() -> None:
         ("LocalesKept", "Warning"),
         ("LocalesRequested", "Normal"),
         ("NodeLost", "Warning"),
+        ("KueueWorkloadDeleted", "Warning"),
         ("SecretInvalid", "Warning"),
         ("RbacMissing", "Warning"),
         ("WorkDirUnusable", "Warning"),

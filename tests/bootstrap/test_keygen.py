@@ -210,3 +210,29 @@ def test_delete_fails_in_one_line_when_the_left_keygen_pod_does_not_end() -> Non
     )
     assert "kubectl -n ns get pods -l batch.kubernetes.io/job-name=rel-arkouda-keygen" in message
     assert message.endswith("run `kubectl -n ns delete secret rel-arkouda-ssh --ignore-not-found`")
+
+
+def test_delete_also_removes_the_release_s_kueue_workload() -> None:
+    # Kueue keeps the pod group's pods and quota until its Workload is gone; already gone (or no Kueue) is fine
+    api = FakeKube(kueue_workloads={("ns", "rel-arkouda-group")})
+    run_keygen(api, S)
+    d = KeygenSettings(
+        namespace="ns", secret_name="rel-arkouda-ssh", release="rel", delete=True, kueue_workload="rel-arkouda-group"
+    )
+    assert run_keygen(api, d) == (
+        "Kueue Workload rel-arkouda-group deleted; deleted Secret rel-arkouda-ssh in namespace ns"
+    )
+    assert not api.kueue_workloads
+    assert run_keygen(api, d) == (
+        "Kueue Workload rel-arkouda-group already absent; Secret rel-arkouda-ssh in namespace ns already absent"
+    )
+
+
+def test_a_missing_rbac_verb_on_the_workload_is_named() -> None:
+    denied = ForbiddenError(verb="delete", resource="workloads.kueue.x-k8s.io", namespace="ns")
+    api = FakeKube(fail_with={"delete_kueue_workload": denied})
+    d = KeygenSettings(
+        namespace="ns", secret_name="rel-arkouda-ssh", release="rel", delete=True, kueue_workload="rel-arkouda-group"
+    )
+    with pytest.raises(BootstrapError, match="^missing RBAC: delete workloads.kueue.x-k8s.io in namespace ns$"):
+        run_keygen(api, d)

@@ -413,3 +413,18 @@ def test_the_client_makes_one_attempt_per_request_and_leaves_retries_to_kube_ret
     with pytest.raises(ApiUnavailableError, match="^cannot reach the Kubernetes API to list pods: "):
         api.list_pods(namespace="ns", selector="a=b")
     assert len(apiserver.seen) == 1
+
+
+def test_the_uninstall_clean_up_deletes_the_kueue_workload_by_name(apiserver: ApiServerDouble) -> None:
+    workload = "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/rel-arkouda-group"
+    apiserver.answer(
+        Answer("DELETE", workload, body={"kind": "Status", "status": "Success"}),
+        Answer("DELETE", workload, status=404, body={"kind": "Status", "code": 404}),  # gone, or no Kueue at all
+        Answer("DELETE", workload, status=403, body={"kind": "Status", "code": 403}),
+    )
+    api = apiserver.api()
+    assert api.delete_kueue_workload(namespace="ns", name="rel-arkouda-group") is True
+    assert api.delete_kueue_workload(namespace="ns", name="rel-arkouda-group") is False
+    with pytest.raises(BootstrapError, match="^missing RBAC: delete workloads.kueue.x-k8s.io in namespace ns$"):
+        api.delete_kueue_workload(namespace="ns", name="rel-arkouda-group")
+    assert [(s.method, s.path) for s in apiserver.seen] == [("DELETE", workload)] * 3

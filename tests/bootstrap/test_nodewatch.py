@@ -27,6 +27,8 @@ from arkouda_bootstrap.kube.api import (
 from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import ChunkEnded
 from arkouda_bootstrap.nodewatch import (
+    KUEUE_FINALIZER,
+    KUEUE_SETTLE_SECONDS,
     MARK_SETTLE_SECONDS,
     UNCLAIMED_SECONDS,
     NodeWatchSettings,
@@ -503,3 +505,80 @@ def test_a_replacement_on_another_node_or_taken_by_a_kubelet_is_left_alone() -> 
     reaper.observe(ChunkEnded("100"))
     assert reaper.reap_due() == []
     assert not kube.created_events
+
+
+GROUP = "rel-arkouda-group"
+
+
+def kueue_reaper(*pods: PodInfo) -> tuple[Reaper, FakeKube, FakeClock]:
+    kube, clock = FakeKube(pods={p.name: p for p in pods}, kueue_workloads={("ns", GROUP)}), FakeClock()
+    reaper = Reaper(kube, replace(SETTINGS, kueue_workload=GROUP), clock=clock)
+    reaper.observe(kube.list_pods(namespace="ns", selector=SETTINGS.selector))
+    return reaper, kube, clock
+
+
+def held(name: str, *, phase: str, grace: int = 30, finalizers: tuple[str, ...] = (KUEUE_FINALIZER,)) -> PodInfo:
+    """A deleted pod of a Kueue group: live kubelet (no lost-node mark), Kueue's finalizer still on it."""
+    return make_pod(name, phase=phase, conditions=KUBELET_TERMINATING, deleting=True, deletion_grace_seconds=grace,
+                    uid=f"old-{name}", finalizers=finalizers)  # fmt: skip
+
+
+def test_an_ended_pod_kueue_holds_makes_nodewatch_delete_the_workload_once() -> None:
+    reaper, kube, clock = kueue_reaper(held(f"{LOCALE}-1", phase="Succeeded"), make_pod(f"{LOCALE}-0"))
+    clock.advance(KUEUE_SETTLE_SECONDS - 0.1)
+    reaper.reap_due()
+    assert ("delete_kueue_workload", GROUP) not in kube.calls  # Kueue may still release it on its own
+    clock.advance(0.1)
+    assert reaper.reap_due() == []  # no pod is force-deleted for this
+    assert not kube.kueue_workloads
+    [event] = kube.created_events
+    assert (event.reason, event.type, event.pod.name) == ("KueueWorkloadDeleted", "Warning", f"{LOCALE}-1")
+    assert KUEUE_FINALIZER in event.message and f"deleted Kueue Workload {GROUP}" in event.message
+    clock.advance(60)
+    reaper.reap_due()
+    assert kube.calls.count(("delete_kueue_workload", GROUP)) == 1
+
+
+def test_a_terminating_pod_is_left_to_its_kubelet_until_its_grace_and_the_margin_passed() -> None:
+    reaper, kube, clock = kueue_reaper(held(f"{LOCALE}-1", phase="Running", grace=30))
+    clock.advance(39.9)
+    reaper.reap_due()
+    assert ("delete_kueue_workload", GROUP) not in kube.calls
+    clock.advance(0.1)
+    reaper.reap_due()
+    assert ("delete_kueue_workload", GROUP) in kube.calls
+
+
+def test_without_kueues_finalizer_or_without_a_workload_nothing_is_deleted() -> None:
+    reaper, kube, clock = kueue_reaper(held(f"{LOCALE}-1", phase="Failed", finalizers=("other/finalizer",)))
+    clock.advance(120)
+    reaper.reap_due()
+    assert ("delete_kueue_workload", GROUP) not in kube.calls
+    reaper, kube, clock = reaper_with(held(f"{LOCALE}-1", phase="Failed"))  # no --kueue-workload
+    clock.advance(120)
+    reaper.reap_due()
+    assert ("delete_kueue_workload", GROUP) not in kube.calls and kube.created_events == []
+
+
+def test_a_refused_workload_delete_is_retried_at_the_next_check() -> None:
+    reaper, kube, clock = kueue_reaper(held(f"{LOCALE}-1", phase="Failed"))
+    kube.fail_next["delete_kueue_workload"] = [
+        ForbiddenError(verb="delete", resource="workloads.kueue.x-k8s.io", namespace="ns")
+    ]
+    clock.advance(KUEUE_SETTLE_SECONDS)
+    reaper.reap_due()
+    assert kube.kueue_workloads and kube.created_events == []
+    reaper.reap_due()
+    assert not kube.kueue_workloads and [e.reason for e in kube.created_events] == ["KueueWorkloadDeleted"]
+
+
+def test_the_pod_finalizers_are_read_from_the_api_object() -> None:
+    pod = pod_from_json({"metadata": {"name": "p", "finalizers": [KUEUE_FINALIZER], "deletionTimestamp": "x"}})
+    assert pod.finalizers == (KUEUE_FINALIZER,) and pod.deleting
+
+
+def test_nodewatch_takes_the_kueue_workload_to_delete() -> None:
+    base = ["--statefulsets", SERVER, "--selector", "a=b"]
+    assert settings_from(base).kueue_workload is None
+    got = settings_from(base, {"ARKOUDA_KUEUE_WORKLOAD": "rel-arkouda-group"})
+    assert got.kueue_workload == "rel-arkouda-group"

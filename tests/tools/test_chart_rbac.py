@@ -21,6 +21,7 @@ MODES: dict[str, list[str]] = {
     "defaults": [],
     "`server.mpi.runMode: job`": ["--set", "global.mode=mpi", "--set", "server.mpi.runMode=job"],
     "`global.idle.enabled`": ["--set", "global.idle.enabled=true"],
+    "`global.scheduling.queueName`": ["--set", "global.scheduling.queueName=q"],
 }
 Row = tuple[str, str, str, str, str, str]  # role, when, API group, resources, names, verbs
 

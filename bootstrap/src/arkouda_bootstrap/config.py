@@ -107,6 +107,8 @@ class KeygenSettings:
     test_objects: str | None = None
     # with delete: the release's keygen Job, left behind when the helm client that ran it was interrupted
     keygen_job: str | None = None
+    # with delete: the release's Kueue Workload (its pod group), which holds the group's pods and quota until deleted
+    kueue_workload: str | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,12 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
             else:
                 lingering = job
                 deleted.append(f"keygen Job {job} still has a pod after {JOB_GONE_TIMEOUT_SECONDS} s")
+        if settings.kueue_workload:
+            # Kueue's finalizer keeps the group's pods (Terminating) and its quota reserved after Helm deleted the
+            # StatefulSets; deleting the Workload makes Kueue release both, so a queued release can be admitted.
+            wl = settings.kueue_workload
+            gone = api.delete_kueue_workload(namespace=ns, name=wl)
+            deleted.append(f"Kueue Workload {wl} {'deleted' if gone else 'already absent'}")
         deleted.append(f"deleted {where}" if api.delete_secret(namespace=ns, name=name) else f"{where} already absent")
         if settings.test_objects:
             # Helm never deletes test hooks at uninstall; the last test Pod is kept for `helm test --logs`.

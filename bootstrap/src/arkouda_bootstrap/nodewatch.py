@@ -23,6 +23,13 @@ after the mark (MARK_SETTLE_SECONDS), and a pod of ours that is bound to a node 
 kubelet took within UNCLAIMED_SECONDS is force-deleted too (the scheduler then places it elsewhere).
 
 The delete carries the pod's uid as precondition, so the replacement under the same name is never touched.
+
+With a Kueue pod group (`kueue_workload`, global.scheduling.queueName) there is one more way a pod gets stuck:
+Kueue (v0.19 and older, kubernetes-sigs/kueue#13830) keeps its finalizer on a pod of an admitted group after the
+pod was deleted and its containers ended, and the StatefulSet cannot create the replacement under the same name.
+Nothing but the Workload's deletion releases it, so once such a pod has ended (or has outlived its grace period,
+as on a lost node) the Workload is deleted (Event KueueWorkloadDeleted): Kueue deletes every pod of the group, the
+StatefulSets make them again and Kueue admits the release anew.
 """
 
 from __future__ import annotations
@@ -56,6 +63,10 @@ TAINT_MANAGER_REASON = "DeletionByTaintManager"
 MARK_SETTLE_SECONDS = 2.0
 # Seconds a pod bound to a lost node may wait for a kubelet to take it (a live one reports the pod in about 1 s).
 UNCLAIMED_SECONDS = 10.0
+KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
+# Seconds an ended pod held only by Kueue's finalizer is left before its Workload is deleted: Kueue removes the
+# finalizer itself when it can (a replacement already exists, the group finished), within its next reconcile.
+KUEUE_SETTLE_SECONDS = 5.0
 
 
 def unclaimed(pod: PodInfo) -> bool:
@@ -101,6 +112,7 @@ class NodeWatchSettings:
     margin_seconds: float = DEFAULT_MARGIN_SECONDS
     chunk_seconds: int = DEFAULT_CHUNK_SECONDS
     ssh_port: int | None = None  # the pods' sshd, probed for the data-plane evidence; None: control plane only
+    kueue_workload: str | None = None  # the release's Kueue Workload (pod group), deleted when Kueue holds a pod
 
 
 class Reaper:
@@ -128,6 +140,7 @@ class Reaper:
         # takes proves the node alive again
         self._lost_nodes: dict[str, set[str]] = {}
         self._unclaimed_since: dict[str, float] = {}  # by uid: bound to a lost node, not taken by a kubelet
+        self._kueue_done: set[str] = set()  # uids of pods for which the Workload was deleted
 
     def observe(self, item: PodList | PodEvent | ChunkEnded) -> None:
         self._cache.apply(item)
@@ -155,6 +168,7 @@ class Reaper:
         still = {p.uid for p in pods if unclaimed(p)}
         self._unclaimed_since = {uid: t for uid, t in self._unclaimed_since.items() if uid in still}
         self._done &= live
+        self._kueue_done &= live
         port = self._settings.ssh_port
         if self._liveness is not None and port is not None:
             self._liveness.retarget({p.name: Target(pod=p.name, address=p.pod_ip, port=port) for p in pods if p.pod_ip})
@@ -208,6 +222,23 @@ class Reaper:
                 )
         return found
 
+    def held_by_kueue(self) -> list[tuple[PodInfo, str]]:
+        """(pod, why) of every pod whose deletion only Kueue's finalizer holds now (with kueue_workload only)."""
+        if self._settings.kueue_workload is None:
+            return []
+        now = self._clock()
+        found = []
+        for pod in self._cache.pods.values():
+            if not pod.deleting or KUEUE_FINALIZER not in pod.finalizers or pod.uid in self._kueue_done:
+                continue
+            age = now - self._deleting_since.get(pod.uid, now)
+            grace, margin = pod.deletion_grace_seconds or 0, self._settings.margin_seconds
+            if pod.phase in ("Succeeded", "Failed") and age >= KUEUE_SETTLE_SECONDS:
+                found.append((pod, f"it ended ({pod.phase}) {age:.0f}s ago"))
+            elif pod.uid in self._done or age >= grace + margin:
+                found.append((pod, f"it is still there {age:.0f}s after its deletion (grace {grace}s)"))
+        return found
+
     def settling(self) -> float | None:
         """Seconds until the first marked pod that does not answer may be forced (its mark is younger than
         MARK_SETTLE_SECONDS), or None: the caller waits that long instead of for the next pod change."""
@@ -253,7 +284,32 @@ class Reaper:
             # nodewatch's replicas act alike: the pod's uid makes it one Event
             recorder.emit(Reason.NODE_LOST, message, once_as=f"nodelost-{pod.uid}")
             reaped.append(pod.name)
+        self._release_kueue_group()
         return reaped
+
+    def _release_kueue_group(self) -> None:
+        """Delete the Workload when Kueue's finalizer holds a pod of the group (one delete for all such pods)."""
+        held = self.held_by_kueue()
+        workload = self._settings.kueue_workload
+        if not held or workload is None:
+            return
+        ns = self._settings.namespace
+        try:
+            deleted = self._api.delete_kueue_workload(namespace=ns, name=workload)
+        except BootstrapError as exc:
+            log.error("cannot delete Kueue Workload %s that holds pod(s) %s: %s", workload,
+                      ", ".join(p.name for p, _ in held), exc)  # fmt: skip
+            return
+        for pod, why in held:
+            self._kueue_done.add(pod.uid)
+            message = (
+                f"pod {pod.name}: {why}, held by Kueue's finalizer {KUEUE_FINALIZER}, so its StatefulSet cannot "
+                f"recreate it: {'deleted' if deleted else 'found already gone'} Kueue Workload {workload}; Kueue "
+                "deletes every pod of the group and admits the release again when they are recreated"
+            )
+            log.warning("%s", message)
+            recorder = EventRecorder(self._api, PodRef(namespace=pod.namespace or ns, name=pod.name, uid=pod.uid))
+            recorder.emit(Reason.KUEUE_WORKLOAD_DELETED, message, once_as=f"kueue-{pod.uid}")
 
 
 def impostor_event(api: KubeApi) -> Callable[[PodInfo, str], None]:

@@ -72,6 +72,16 @@ KEYGEN = [
         doc="with `--delete`: first delete the keygen Job of this name and its pods (an interrupted helm client "
         "leaves it)",
     ),
+    Opt(
+        "kueue_workload",
+        "--kueue-workload",
+        "ARKOUDA_KUEUE_WORKLOAD",
+        "with --delete: first delete the release's Kueue Workload of this name (its pod group): Kueue keeps the "
+        "group's pods and its quota until the Workload is gone",
+        unset="(none)",
+        doc="with `--delete`: first delete the release's Kueue Workload of this name (its pod group): Kueue keeps "
+        "the group's pods and its quota until the Workload is gone",
+    ),
 ]
 
 
@@ -97,6 +107,11 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
         if not delete:
             raise UsageError(f"{kj.source} needs {v.opt('delete').flag} (it is part of the uninstall clean-up)")
         keygen_job = config.parse_name(keygen_job, flag=kj.flag, env=kj.env)
+    workload, kw = v.raw("kueue_workload"), v.opt("kueue_workload")
+    if workload:
+        if not delete:
+            raise UsageError(f"{kw.source} needs {v.opt('delete').flag} (it is part of the uninstall clean-up)")
+        workload = config.parse_name(workload, flag=kw.flag, env=kw.env)
     return KeygenSettings(
         namespace=namespace,
         secret_name=secret_name,
@@ -106,6 +121,7 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
         delete=delete,
         test_objects=test_objects or None,
         keygen_job=keygen_job or None,
+        kueue_workload=workload or None,
     )
 
 

@@ -43,6 +43,15 @@ NODEWATCH = [
         0,
         doc="the pods' sshd port, probed for the data-plane evidence (0: control plane only)",
     ),
+    Opt(
+        "kueue_workload",
+        "--kueue-workload",
+        "ARKOUDA_KUEUE_WORKLOAD",
+        "the release's Kueue Workload (pod group): deleted when Kueue's finalizer holds an ended pod of the group, "
+        "which its StatefulSet then cannot recreate (Event KueueWorkloadDeleted)",
+        unset="(none)",
+        doc="the release's Kueue Workload, deleted when Kueue's finalizer holds an ended pod of the group",
+    ),
 ]
 
 
@@ -57,6 +66,7 @@ def nodewatch_settings(v: Values, *, namespace: str) -> NodeWatchSettings:
         statefulsets=names,
         margin_seconds=v.number("margin"),
         ssh_port=v.integer("ssh_port", minimum=0, maximum=65535) or None,
+        kueue_workload=v.optional("kueue_workload", config.parse_name),
     )
 
 

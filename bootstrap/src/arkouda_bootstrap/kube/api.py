@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 SERVICEACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 COMPONENT = "arkouda-bootstrap"
+# Kueue's API (global.scheduling.queueName): the version its CRDs store since v0.15
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
 
 
 class ConflictError(BootstrapError):
@@ -103,6 +106,8 @@ class PodInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)  # read for the secondary network (netstatus)
     # the controller: what proves a pod is the release's own (kube.ownership), where labels prove nothing
     controller: OwnerRef | None = None
+    # metadata.finalizers: Kueue's keeps a pod group's pod after its deletion (nodewatch)
+    finalizers: tuple[str, ...] = ()
 
     def condition(self, type_: str) -> PodCondition | None:
         for cond in self.conditions:
@@ -239,6 +244,10 @@ class KubeApi(ScaleApi, Protocol):
         still does after `timeout_seconds`."""
         ...
 
+    def delete_kueue_workload(self, *, namespace: str, name: str) -> bool:
+        """Delete a Kueue Workload (kueue.x-k8s.io/v1beta2); False when it, or Kueue's API, does not exist."""
+        ...
+
 
 class ServiceApi(Protocol):
     """What publishing a server outside the cluster needs (`server --register-service`): one Service without a
@@ -328,6 +337,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodInfo:
         node_name=_s(_d(obj.get("spec")).get("nodeName")),
         deletion_grace_seconds=_int_or_none(meta.get("deletionGracePeriodSeconds")),
         controller=_controller(meta.get("ownerReferences")),
+        finalizers=tuple(_s(f) for f in meta.get("finalizers") or ()),
     )
 
 
@@ -653,6 +663,13 @@ class KubernetesApi:
     def delete_config_map(self, *, namespace: str, name: str) -> bool:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
+
+    def delete_kueue_workload(self, *, namespace: str, name: str) -> bool:
+        from kubernetes.client import CustomObjectsApi
+
+        call = CustomObjectsApi(self._client).delete_namespaced_custom_object
+        args = (KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name)
+        return self._call(f"delete workloads.{KUEUE_GROUP}", namespace, call, *args, missing_ok=True) is not None
 
     def delete_job(self, *, namespace: str, name: str) -> str | None:
         # Foreground: the API's default for Jobs orphans their pods, and Background lets the Job go while its pods

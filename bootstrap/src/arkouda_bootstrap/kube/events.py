@@ -1,5 +1,5 @@
-"""Kubernetes Events on the server pod, so `kubectl describe pod` tells the story (and NodeLost, which `nodewatch`
-puts on the pod it force-deleted).
+"""Kubernetes Events on the server pod, so `kubectl describe pod` tells the story (and NodeLost or
+KueueWorkloadDeleted, which `nodewatch` puts on the pod it force-deleted or that Kueue held).
 
 Reasons (docs/interfaces.md): LocalesReady, KeysPending, ProbeFailed, Launched, LocaleLost, Relaunching,
 WaitTimeout, ImpostorPod, and for every refusal a user can fix: SecretInvalid, RbacMissing, WorkDirUnusable,
@@ -45,6 +45,9 @@ class Reason(StrEnum):
     LOCALES_REQUESTED = "LocalesRequested"
     # a pod stuck terminating on a lost node was force-deleted so that its StatefulSet recreates it
     NODE_LOST = "NodeLost"
+    # a pod of a Kueue pod group ended but Kueue's finalizer kept it, so its StatefulSet could not recreate it: the
+    # group's Workload was deleted (Kueue then deletes the group's pods and admits the release anew)
+    KUEUE_WORKLOAD_DELETED = "KueueWorkloadDeleted"
     SECRET_INVALID = "SecretInvalid"
     RBAC_MISSING = "RbacMissing"
     WORK_DIR_UNUSABLE = "WorkDirUnusable"
@@ -87,6 +90,7 @@ WARNINGS = frozenset(
         Reason.RUN_FAILED,
         Reason.LOCALES_KEPT,
         Reason.NODE_LOST,
+        Reason.KUEUE_WORKLOAD_DELETED,
         Reason.SECRET_INVALID,
         Reason.RBAC_MISSING,
         Reason.WORK_DIR_UNUSABLE,

@@ -75,3 +75,12 @@ arkouda-server.checkpoint: "true" when the gate saves before the sleep and loads
 true
 {{- end -}}
 {{- end -}}
+
+{{- /*
+arkouda-server.giveBack: "true" when the server gives its locale pods back after a wait timeout (more than one
+locale, server.releaseBackoffSeconds > 0, not mpi job mode, and no Kueue: an admitted Kueue pod group is
+admitted and evicted whole, and a locale StatefulSet scaled to 0 would leave the group short), else "".
+*/}}
+{{- define "arkouda-server.giveBack" -}}
+{{- if and (gt (.Values.global.numLocales | int) 1) (gt (.Values.releaseBackoffSeconds | int) 0) (not (include "arkouda-server.mpiJob" .)) (not .Values.global.scheduling.queueName) }}true{{ end -}}
+{{- end -}}

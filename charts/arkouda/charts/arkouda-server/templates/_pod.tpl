@@ -32,6 +32,9 @@ termination message. Fails when two of the pod's ports are equal, or the gate po
 metadata:
   labels:
     {{- include "arkouda-common.labels" (dict "ctx" . "component" "server") | nindent 4 }}
+    {{- with include "arkouda-common.kueueLabels" . }}
+    {{- . | nindent 4 }}
+    {{- end }}
     {{- with .Values.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -45,6 +48,7 @@ metadata:
   {{- $_ := set $annotations "checksum/scripts" (include "arkouda-server.scripts" . | sha256sum) }}
   {{- end }}
   {{- include "arkouda-common.networkAnnotation" (dict "ctx" . "annotations" $annotations) }}
+  {{- include "arkouda-common.kueueAnnotation" (dict "ctx" . "annotations" $annotations) }}
   {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
@@ -171,7 +175,7 @@ spec:
           value: {{ .Values.maxRelaunches | quote }}
         {{- if and (gt (.Values.global.numLocales | int) 1) (not (include "arkouda-server.mpiJob" .)) }}
         - name: ARKOUDA_RELEASE_BACKOFF
-          value: {{ .Values.releaseBackoffSeconds | quote }}
+          value: {{ ternary (.Values.releaseBackoffSeconds | toString) "0" (include "arkouda-server.giveBack" . | empty | not) | quote }}
         {{- end }}
         {{- if eq $mode "mpi" }}
         - name: ARKOUDA_LAUNCHER

@@ -1,0 +1,53 @@
+{{- /*
+Admission through Kueue (global.scheduling.queueName; chart README, "Queueing with Kueue"): the server pod and the
+locale pods are one Kueue pod group, so Kueue admits the release whole or not at all. Both subcharts put the same
+labels and annotation on their pod template through these helpers, so the group's name and size cannot differ
+between them (Kueue refuses a group whose pods disagree on either).
+*/}}
+
+{{- /*
+arkouda-common.podGroupName: the Kueue pod group (and Workload) name of the release, <release>-arkouda-group,
+within a label value's 63 characters.
+*/}}
+{{- define "arkouda-common.podGroupName" -}}
+{{- include "arkouda-common.fullname" (dict "ctx" . "component" "group" "maxLength" 63) -}}
+{{- end -}}
+
+{{- /*
+arkouda-common.kueueLabels: with global.scheduling.queueName, the pod labels kueue.x-k8s.io/queue-name and
+kueue.x-k8s.io/pod-group-name (one line each, for the pod template's labels); nothing otherwise. Fails when
+podLabels sets a kueue.x-k8s.io/ key, and on the
+combinations not supported yet: the idle gate scales the StatefulSets to 0 and back, which Kueue's pod groups
+of StatefulSet pods do not follow (the README says why), and mpi job mode's Job.
+*/}}
+{{- define "arkouda-common.kueueLabels" -}}
+{{- with .Values.global.scheduling.queueName }}
+{{- if $.Values.global.idle.enabled }}
+{{- fail "global.scheduling.queueName and global.idle.enabled: a release admitted through Kueue cannot sleep yet (chart README, \"Queueing with Kueue\"); set one of them" }}
+{{- end }}
+{{- $mpi := $.Values.mpi | default dict }}
+{{- if and (eq $.Values.global.mode "mpi") (eq ($mpi.runMode | default "service") "job") }}
+{{- fail "global.scheduling.queueName and server.mpi.runMode job: mpi job mode is not admitted through Kueue yet (chart README, \"Queueing with Kueue\"); use runMode service or no queue" }}
+{{- end }}
+{{- range $k, $_ := $.Values.podLabels }}{{ if hasPrefix "kueue.x-k8s.io/" $k }}
+{{- fail (printf "podLabels (of locale or server) sets %s and global.scheduling.queueName is set: the chart sets the Kueue labels itself" $k) }}
+{{- end }}{{ end }}
+kueue.x-k8s.io/queue-name: {{ . | quote }}
+kueue.x-k8s.io/pod-group-name: {{ include "arkouda-common.podGroupName" $ }}
+{{- end }}
+{{- end -}}
+
+{{- /*
+arkouda-common.kueueAnnotation: with global.scheduling.queueName, puts kueue.x-k8s.io/pod-group-total-count
+(numLocales: the server pod and every locale pod) into the pod annotations dict given as .annotations (called as
+(dict "ctx" $ "annotations" $annotations); renders nothing). podAnnotations with a kueue.x-k8s.io/ key would
+change the group behind the chart's back, so it fails instead.
+*/}}
+{{- define "arkouda-common.kueueAnnotation" -}}
+{{- if .ctx.Values.global.scheduling.queueName }}
+{{- range $k, $_ := $.annotations }}{{ if hasPrefix "kueue.x-k8s.io/" $k }}
+{{- fail (printf "podAnnotations (of locale or server) sets %s and global.scheduling.queueName is set: the chart sets the Kueue pod group itself" $k) }}
+{{- end }}{{ end }}
+{{- $_ := set .annotations "kueue.x-k8s.io/pod-group-total-count" (.ctx.Values.global.numLocales | toString) }}
+{{- end }}
+{{- end -}}
