@@ -22,8 +22,8 @@ KUEUE_ARCHIVE="$CLUSTER_IMAGES_DIR/kueue-$KUEUE_VERSION.tar"
 KUEUE_NS="kueue-system"
 KUEUE_PY="${KUEUE_PYTHON:-python3}"  # with PyYAML (make passes the project venv's)
 
-module_dir() {
-  GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" |
+module_dir() {  # outside any module, so that no go.mod around the caller takes part
+  (cd / && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION") |
     "$KUEUE_PY" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])'
 }
 
@@ -32,8 +32,8 @@ build() {
   if [[ ! -x "$KUEUE_BIN_DIR/kueue" ]]; then
     log "building kueue $KUEUE_VERSION into $KUEUE_BIN_DIR (Go module proxy; a few minutes the first time)"
     rm -rf "$KUEUE_BIN_DIR.tmp" && mkdir -p "$KUEUE_BIN_DIR.tmp"
-    CGO_ENABLED=0 GOFLAGS=-mod=mod GOBIN="$KUEUE_BIN_DIR.tmp" \
-      go install -p 2 -trimpath -ldflags "-s -w" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION"
+    (cd / && CGO_ENABLED=0 GOFLAGS=-mod=mod GOBIN="$KUEUE_BIN_DIR.tmp" \
+      go install -p 2 -trimpath -ldflags "-s -w" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION")
     rm -rf "$KUEUE_BIN_DIR" && mv "$KUEUE_BIN_DIR.tmp" "$KUEUE_BIN_DIR"
   fi
   if [[ ! -s "$KUEUE_ARCHIVE" ]]; then
