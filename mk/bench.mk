@@ -12,11 +12,11 @@ BENCH_LAUNCH_BEFORE ?= 32,64
 BENCH_GATE_REPEATS ?= 5
 BENCH_PY = PYTHONPATH=$(REPO_ROOT)/bench/src:$(PYTHONPATH) $(PY) -m arkouda_bench --results-dir $(RESULTS_DIR) --repo-root $(REPO_ROOT)
 
-BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-nodeloss bench-report
+BENCH_TARGETS += bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-nodeloss bench-queue bench-report
 LINT_TARGETS += lint-bench
 TEST_TARGETS += test-bench
 
-.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-nodeloss bench-report lint-bench test-bench
+.PHONY: bench-start bench-fanout bench-scale bench-cluster bench-launch bench-gate bench-checkpoint bench-nodeloss bench-queue bench-report lint-bench test-bench
 
 bench-start: venv
 	@rm -rf $(RESULTS_DIR)/parts
@@ -72,6 +72,11 @@ bench-checkpoint: venv ## checkpoint rows: save/load of 64 and 512 MiB through t
 # Node loss on the local 3-node cluster: a locale's node killed and restored, 3 times; same guard as bench-launch.
 bench-nodeloss: venv ## node loss rows: a locale's node killed → LocaleLost, NodeLost, program relaunched, release Ready
 	$(call bench_on_cluster,nodeloss,--repeats $(BENCH_REPEATS))
+
+# Queueing through the local cluster's Kueue (hack/cluster/kueue.sh): quota freed → queued release Ready, beside the
+# same install on an empty queue, same run; same guard as bench-launch.
+bench-queue: venv ## Kueue rows: quota freed (helm uninstall of the first) → queued release Ready, vs the same install on an empty queue
+	$(call bench_on_cluster,queue,--repeats $(BENCH_REPEATS))
 
 bench-report: venv ## Merge the bench parts into $(RESULTS_DIR)/bench.{csv,json} and print the table
 	@$(BENCH_PY) report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ from arkouda_bench.cluster import (
     why_not_two_nodes,
 )
 from arkouda_bench.nodeloss import NODE0, install_args, why_not
+from arkouda_bench.queue import quantity, quota_for, usage
 from arkouda_bench.runtime import RUNTIME_PACKAGES, runtime_pins
 from arkouda_bench.scale import labels, pod_manifest, ready_status, selector
 from arkouda_bench.sshconfig import strip_tuning
@@ -202,3 +204,19 @@ def test_release_ready_after_a_node_loss_counts_no_pod_on_the_lost_node() -> Non
     assert release_ready(pods, locales=2)
     assert release_ready(pods, locales=2, off_node="n2")
     assert not release_ready(pods, locales=2, off_node="n1")  # Ready to the API, yet on the dead node
+
+
+def test_queue_reads_kueues_quantities_and_sizes_the_quota() -> None:
+    assert quantity("105m") == Decimal("0.105")
+    assert quantity("168Mi") == 168 * 2**20
+    assert quantity("2") == 2
+    admitted = {"status": {"admission": {"podSetAssignments": [
+        {"resourceUsage": {"cpu": "100m", "memory": "128Mi"}},
+        {"resourceUsage": {"cpu": "200m", "memory": "256Mi", "pods": "2"}},
+    ]}}}  # fmt: skip
+    used = usage(admitted)
+    assert used == {"cpu": Decimal("0.3"), "memory": Decimal(384 * 2**20)}
+    assert quota_for(used, releases=Decimal("1.5")) == [
+        {"name": "cpu", "nominalQuota": "0.450"},
+        {"name": "memory", "nominalQuota": str(Decimal(576 * 2**20).quantize(Decimal("0.001")))},
+    ]

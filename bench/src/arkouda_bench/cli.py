@@ -179,6 +179,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     _cluster_part_options(n)
 
+    q = sub.add_parser(
+        "queue",
+        help="queueing through Kueue on the local cluster: quota freed → queued release Ready, beside "
+        "the same install on an empty queue",
+    )
+    _cluster_part_options(q)
+
     r = sub.add_parser("report", help="merge the parts into bench.csv/bench.json and print the table")
     r.add_argument(
         "--markdown", action="store_true", help="print the table as Markdown (for bench/README.md)"
@@ -236,13 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.write_part(results_dir, "scale", rows, facts=facts)
             print(results.render_table(rows))
             return 0
-        if args.part in ("cluster", "launch", "gate", "checkpoint", "nodeloss"):
+        if args.part in ("cluster", "launch", "gate", "checkpoint", "nodeloss", "queue"):
             part_rows = {
                 "cluster": _cluster_rows,
                 "launch": _launch_rows,
                 "gate": _gate_rows,
                 "checkpoint": _checkpoint_rows,
                 "nodeloss": _nodeloss_rows,
+                "queue": _queue_rows,
             }[args.part]
             rows = part_rows(args, command)
             results.write_part(results_dir, args.part, rows, facts=facts)
@@ -306,6 +314,17 @@ def _nodeloss_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
     if reason or kubeconfig is None:
         return nodeloss.not_run_rows(reason, command)
     return nodeloss.run(
+        kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
+    )
+
+
+def _queue_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
+    from arkouda_bench import queue  # noqa: PLC0415 - needs the kubernetes client only here
+
+    kubeconfig, reason = _kubeconfig_reason(args)
+    if reason or kubeconfig is None:
+        return queue.not_run_rows(reason, command)
+    return queue.run(
         kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
     )
 
