@@ -20,8 +20,8 @@ cluster-tools: ## Build etcd, the Kubernetes components, kubectl and CoreDNS int
 cluster-tools-mod: ## Regenerate hack/cluster/tools/*/go.mod for the versions in hack/versions.env (then commit)
 	@$(CLUSTER_SH)/gen-tools-mod.sh
 
-cluster-up: deps cluster-tools ## Start (or re-check) the local cluster with NODES nodes (default 1); prints each phase's duration
-	@$(CLUSTER_SH)/up.sh
+cluster-up: deps cluster-tools venv ## Start (or re-check) the local cluster with NODES nodes (default 1); prints each phase's duration
+	@KUEUE_PYTHON=$(PY) $(CLUSTER_SH)/up.sh
 
 cluster-down: ## Stop the local cluster's processes and remove its mounts, network, iptables chains and state
 	@$(CLUSTER_SH)/down.sh

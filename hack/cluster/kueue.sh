@@ -80,7 +80,8 @@ YAML
     (( n < 60 )) || die "kueue: its webhook did not answer a dry-run LocalQueue within 120 s: $(probe_webhook 2>&1 | tail -1)"
     sleep 2
   done
-  kubectl_ delete namespace kueue-probe --wait=false >/dev/null
+  # waited for: a second `up` must not find it Terminating (its dry-run would be refused)
+  kubectl_ delete namespace kueue-probe --timeout=120s >/dev/null
   log "kueue $KUEUE_VERSION up in $((SECONDS - t0)) s"
 }
 

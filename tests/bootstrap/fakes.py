@@ -145,7 +145,8 @@ class FakeKube:
     secrets: dict[tuple[str, str], tuple[dict[str, bytes], dict[str, str]]] = field(default_factory=dict)
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     jobs: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name) -> its pod, which goes with it
-    kueue_workloads: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name)
+    # (namespace, name) -> the uids of the pods it lists as owners
+    kueue_workloads: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     # Jobs whose pod does not end (its node is gone): deleted, they stay until the wait's deadline
     stuck_jobs: set[tuple[str, str]] = field(default_factory=set)
     pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
@@ -278,11 +279,12 @@ class FakeKube:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
 
-    def delete_kueue_workload(self, *, namespace: str, name: str) -> bool:
+    def delete_kueue_workload(self, *, namespace: str, name: str, owner_uid: str | None = None) -> bool:
         self._check("delete_kueue_workload", name)
-        if (namespace, name) not in self.kueue_workloads:
+        owners = self.kueue_workloads.get((namespace, name))
+        if owners is None or (owner_uid is not None and owner_uid not in owners):
             return False
-        self.kueue_workloads.discard((namespace, name))
+        del self.kueue_workloads[(namespace, name)]
         return True
 
     def delete_job(self, *, namespace: str, name: str) -> str | None:

@@ -214,7 +214,7 @@ def test_delete_fails_in_one_line_when_the_left_keygen_pod_does_not_end() -> Non
 
 def test_delete_also_removes_the_release_s_kueue_workload() -> None:
     # Kueue keeps the pod group's pods and quota until its Workload is gone; already gone (or no Kueue) is fine
-    api = FakeKube(kueue_workloads={("ns", "rel-arkouda-group")})
+    api = FakeKube(kueue_workloads={("ns", "rel-arkouda-group"): {"uid-a"}})
     run_keygen(api, S)
     d = KeygenSettings(
         namespace="ns", secret_name="rel-arkouda-ssh", release="rel", delete=True, kueue_workload="rel-arkouda-group"

@@ -428,3 +428,19 @@ def test_the_uninstall_clean_up_deletes_the_kueue_workload_by_name(apiserver: Ap
     with pytest.raises(BootstrapError, match="^missing RBAC: delete workloads.kueue.x-k8s.io in namespace ns$"):
         api.delete_kueue_workload(namespace="ns", name="rel-arkouda-group")
     assert [(s.method, s.path) for s in apiserver.seen] == [("DELETE", workload)] * 3
+
+
+def test_nodewatch_deletes_only_the_workload_that_owns_the_held_pod_by_its_uid(apiserver: ApiServerDouble) -> None:
+    workload = "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/rel-arkouda-group"
+    owned = {"metadata": {"name": "rel-arkouda-group", "uid": "w1", "ownerReferences": [{"uid": "pod-old"}]}}
+    apiserver.answer(
+        Answer("GET", workload, body=owned),
+        Answer("DELETE", workload, body={"kind": "Status", "status": "Success"}),
+        Answer("GET", workload, body=owned),  # the next Workload would list other pods: not this one
+    )
+    api = apiserver.api()
+    assert api.delete_kueue_workload(namespace="ns", name="rel-arkouda-group", owner_uid="pod-old") is True
+    assert api.delete_kueue_workload(namespace="ns", name="rel-arkouda-group", owner_uid="pod-new") is False
+    assert [(s.method, s.path) for s in apiserver.seen] == [("GET", workload), ("DELETE", workload), ("GET", workload)]
+    deleted = apiserver.seen[1].body
+    assert deleted is not None and deleted["preconditions"] == {"uid": "w1"}

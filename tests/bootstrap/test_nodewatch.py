@@ -511,7 +511,8 @@ GROUP = "rel-arkouda-group"
 
 
 def kueue_reaper(*pods: PodInfo) -> tuple[Reaper, FakeKube, FakeClock]:
-    kube, clock = FakeKube(pods={p.name: p for p in pods}, kueue_workloads={("ns", GROUP)}), FakeClock()
+    owners = {("ns", GROUP): {p.uid for p in pods}}  # Kueue lists every pod of the group as an owner
+    kube, clock = FakeKube(pods={p.name: p for p in pods}, kueue_workloads=owners), FakeClock()
     reaper = Reaper(kube, replace(SETTINGS, kueue_workload=GROUP), clock=clock)
     reaper.observe(kube.list_pods(namespace="ns", selector=SETTINGS.selector))
     return reaper, kube, clock
@@ -539,14 +540,37 @@ def test_an_ended_pod_kueue_holds_makes_nodewatch_delete_the_workload_once() -> 
     assert kube.calls.count(("delete_kueue_workload", GROUP)) == 1
 
 
-def test_a_terminating_pod_is_left_to_its_kubelet_until_its_grace_and_the_margin_passed() -> None:
+def test_a_terminating_pod_is_left_to_its_kubelet_however_long_it_takes() -> None:
+    # a live pod (it may still answer: an API outage marks every pod) is never the reason to restart the group
     reaper, kube, clock = kueue_reaper(held(f"{LOCALE}-1", phase="Running", grace=30))
-    clock.advance(39.9)
+    clock.advance(600)
     reaper.reap_due()
     assert ("delete_kueue_workload", GROUP) not in kube.calls
-    clock.advance(0.1)
+
+
+def test_a_pod_force_deleted_from_a_lost_node_and_held_by_kueue_releases_the_group() -> None:
+    lost = replace(stuck(f"{LOCALE}-1", grace=30), finalizers=(KUEUE_FINALIZER,))
+    reaper, kube, clock = kueue_reaper(lost)
+    clock.advance(40)
+    assert reaper.reap_due() == [f"{LOCALE}-1"]  # forced, and still there: the finalizer keeps it
+    kube.pods[f"{LOCALE}-1"] = lost
+    reaper.observe(kube.list_pods(namespace="ns", selector=SETTINGS.selector))
     reaper.reap_due()
-    assert ("delete_kueue_workload", GROUP) in kube.calls
+    assert not kube.kueue_workloads
+    assert [e.reason for e in kube.created_events] == ["NodeLost", "KueueWorkloadDeleted"]
+
+
+def test_a_newer_workload_under_the_same_name_is_not_deleted() -> None:
+    # another replica deleted the pod's Workload already and Kueue made the group's next one
+    reaper, kube, clock = kueue_reaper(held(f"{LOCALE}-1", phase="Failed"))
+    kube.kueue_workloads[("ns", GROUP)] = {"uid-of-a-new-pod"}
+    clock.advance(KUEUE_SETTLE_SECONDS)
+    reaper.reap_due()
+    assert kube.kueue_workloads == {("ns", GROUP): {"uid-of-a-new-pod"}}
+    [event] = kube.created_events
+    assert "found already gone or replaced" in event.message
+    reaper.reap_due()
+    assert kube.calls.count(("delete_kueue_workload", GROUP)) == 1
 
 
 def test_without_kueues_finalizer_or_without_a_workload_nothing_is_deleted() -> None:

@@ -158,7 +158,8 @@ def test_one_release_runs_the_other_waits_in_the_queue_and_starts_when_the_first
     freed = time.monotonic()
     # the chart's post-delete hook deleted the Workload: Kueue's finalizer would otherwise keep the first release's
     # pods Terminating and its quota reserved until its waitForPodsReady timeout evicts it
-    assert workload(custom, ns, first) is None, "the first release's Workload outlived helm uninstall"
+    left = workload(custom, ns, first)  # Kueue's own finalizer may keep it a moment, already being deleted
+    assert left is None or left["metadata"].get("deletionTimestamp"), "the first release's Workload outlived uninstall"
     kube.watch_pods_until(ns, release_pods(second), all_ready(N), timeout=300,
                           what=f"{second} admitted and Ready after {first} was uninstalled")
     print(f"{second} Ready {time.monotonic() - freed:.1f}s after {first} was uninstalled (quota freed)")
@@ -169,8 +170,11 @@ def test_one_release_runs_the_other_waits_in_the_queue_and_starts_when_the_first
 def test_a_replaced_pod_kueue_holds_is_released_by_nodewatch(kube: Kube, ns: str,
                                                               custom: client.CustomObjectsApi) -> None:
     """Kueue v0.19 keeps its finalizer on a deleted pod of an admitted group, and the StatefulSet cannot make the
-    replacement under the same name; nodewatch deletes the Workload and the release comes back whole."""
+    replacement under the same name; nodewatch deletes the Workload and the release comes back whole. Runs on the
+    second release the test above left running."""
     _, second = RELEASES
+    if not all_ready(N)(kube.pods(ns, release_pods(second))):
+        pytest.skip(f"{second} is not running: the test above failed before it was Ready")
     victim = f"{second}-arkouda-locale-1"
     old_uid = kube.core.read_namespaced_pod(victim, ns).metadata.uid
     t0 = time.monotonic()

@@ -27,9 +27,9 @@ The delete carries the pod's uid as precondition, so the replacement under the s
 With a Kueue pod group (`kueue_workload`, global.scheduling.queueName) there is one more way a pod gets stuck:
 Kueue (v0.19 and older, kubernetes-sigs/kueue#13830) keeps its finalizer on a pod of an admitted group after the
 pod was deleted and its containers ended, and the StatefulSet cannot create the replacement under the same name.
-Nothing but the Workload's deletion releases it, so once such a pod has ended (or has outlived its grace period,
-as on a lost node) the Workload is deleted (Event KueueWorkloadDeleted): Kueue deletes every pod of the group, the
-StatefulSets make them again and Kueue admits the release anew.
+Nothing but the Workload's deletion releases it, so once such a pod has ended (or was force-deleted here, as on a
+lost node) the Workload that owns it is deleted (Event KueueWorkloadDeleted): Kueue deletes every pod of the
+group, the StatefulSets make them again and Kueue admits the release anew.
 """
 
 from __future__ import annotations
@@ -232,11 +232,10 @@ class Reaper:
             if not pod.deleting or KUEUE_FINALIZER not in pod.finalizers or pod.uid in self._kueue_done:
                 continue
             age = now - self._deleting_since.get(pod.uid, now)
-            grace, margin = pod.deletion_grace_seconds or 0, self._settings.margin_seconds
             if pod.phase in ("Succeeded", "Failed") and age >= KUEUE_SETTLE_SECONDS:
                 found.append((pod, f"it ended ({pod.phase}) {age:.0f}s ago"))
-            elif pod.uid in self._done or age >= grace + margin:
-                found.append((pod, f"it is still there {age:.0f}s after its deletion (grace {grace}s)"))
+            elif pod.uid in self._done:  # force-deleted here (a lost node): no kubelet will report it ended
+                found.append((pod, f"it was force-deleted and is still there {age:.0f}s after its deletion"))
         return found
 
     def settling(self) -> float | None:
@@ -295,16 +294,19 @@ class Reaper:
             return
         ns = self._settings.namespace
         try:
-            deleted = self._api.delete_kueue_workload(namespace=ns, name=workload)
+            # only the Workload that owns this pod: another replica may have deleted it already, and Kueue reuses
+            # the name for the group's next one
+            deleted = self._api.delete_kueue_workload(namespace=ns, name=workload, owner_uid=held[0][0].uid)
         except BootstrapError as exc:
             log.error("cannot delete Kueue Workload %s that holds pod(s) %s: %s", workload,
                       ", ".join(p.name for p, _ in held), exc)  # fmt: skip
             return
         for pod, why in held:
             self._kueue_done.add(pod.uid)
+            done = "deleted" if deleted else "found already gone or replaced:"
             message = (
                 f"pod {pod.name}: {why}, held by Kueue's finalizer {KUEUE_FINALIZER}, so its StatefulSet cannot "
-                f"recreate it: {'deleted' if deleted else 'found already gone'} Kueue Workload {workload}; Kueue "
+                f"recreate it: {done} Kueue Workload {workload}; Kueue "
                 "deletes every pod of the group and admits the release again when they are recreated"
             )
             log.warning("%s", message)

@@ -244,8 +244,10 @@ class KubeApi(ScaleApi, Protocol):
         still does after `timeout_seconds`."""
         ...
 
-    def delete_kueue_workload(self, *, namespace: str, name: str) -> bool:
-        """Delete a Kueue Workload (kueue.x-k8s.io/v1beta2); False when it, or Kueue's API, does not exist."""
+    def delete_kueue_workload(self, *, namespace: str, name: str, owner_uid: str | None = None) -> bool:
+        """Delete a Kueue Workload (kueue.x-k8s.io/v1beta2); False when it, or Kueue's API, does not exist. With
+        `owner_uid`, only the Workload that lists that pod among its owners, by its own uid (RBAC: get too): Kueue
+        reuses the name for the group's next Workload, which must not be deleted on an old pod's account."""
         ...
 
 
@@ -664,12 +666,29 @@ class KubernetesApi:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
 
-    def delete_kueue_workload(self, *, namespace: str, name: str) -> bool:
+    def delete_kueue_workload(self, *, namespace: str, name: str, owner_uid: str | None = None) -> bool:
         from kubernetes.client import CustomObjectsApi
 
-        call = CustomObjectsApi(self._client).delete_namespaced_custom_object
+        custom = CustomObjectsApi(self._client)
         args = (KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name)
-        return self._call(f"delete workloads.{KUEUE_GROUP}", namespace, call, *args, missing_ok=True) is not None
+        kwargs: dict[str, Any] = {}
+        if owner_uid is not None:
+            found = self._call(f"get workloads.{KUEUE_GROUP}", namespace, custom.get_namespaced_custom_object,
+                               *args, missing_ok=True)  # fmt: skip
+            if found is None:
+                return False
+            meta = _d(found.get("metadata"))
+            owners = {_s(_d(r).get("uid")) for r in meta.get("ownerReferences") or ()}
+            if owner_uid not in owners:
+                return False
+            uid = _s(meta.get("uid"))
+            kwargs["body"] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        call = custom.delete_namespaced_custom_object
+        try:
+            answer = self._call(f"delete workloads.{KUEUE_GROUP}", namespace, call, *args, missing_ok=True, **kwargs)
+        except ConflictError:  # replaced between our get and delete
+            return False
+        return answer is not None
 
     def delete_job(self, *, namespace: str, name: str) -> str | None:
         # Foreground: the API's default for Jobs orphans their pods, and Background lets the Job go while its pods

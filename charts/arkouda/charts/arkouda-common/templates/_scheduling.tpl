@@ -31,7 +31,7 @@ of StatefulSet pods do not follow (the README says why), and mpi job mode's Job.
 {{- end }}
 {{- range $k, $_ := $.Values.podLabels }}{{ if hasPrefix "kueue.x-k8s.io/" $k }}
 {{- fail (printf "podLabels (of locale or server) sets %s and global.scheduling.queueName is set: the chart sets the Kueue labels itself" $k) }}
-{{- end }}{{ end }}
+{{- end }}{{- end -}}
 kueue.x-k8s.io/queue-name: {{ . | quote }}
 kueue.x-k8s.io/pod-group-name: {{ include "arkouda-common.podGroupName" $ }}
 {{- end }}
@@ -47,7 +47,7 @@ change the group behind the chart's back, so it fails instead.
 {{- if .ctx.Values.global.scheduling.queueName }}
 {{- range $k, $_ := $.annotations }}{{ if hasPrefix "kueue.x-k8s.io/" $k }}
 {{- fail (printf "podAnnotations (of locale or server) sets %s and global.scheduling.queueName is set: the chart sets the Kueue pod group itself" $k) }}
-{{- end }}{{ end }}
+{{- end }}{{- end }}
 {{- $_ := set .annotations "kueue.x-k8s.io/pod-group-total-count" (.ctx.Values.global.numLocales | toString) }}
 {{- end }}
 {{- end -}}
