@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import shutil
@@ -10,6 +11,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from arkouda_bench import results
 from arkouda_bench.sshd import BenchSetupError
@@ -294,39 +296,34 @@ def _gate_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
     return rows
 
 
-def _checkpoint_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
-    from arkouda_bench import checkpointcluster  # noqa: PLC0415 - needs the kubernetes client only here
-
+def _cluster_module_rows(
+    name: str, args: argparse.Namespace, command: str, *, unable: str = ""
+) -> list[results.Row]:
+    """The rows of cluster part module `name` (its `run`, or its `not_run_rows` with why: no kubeconfig, or
+    `unable`). Imported here: only these parts need the kubernetes client."""
+    module: Any = importlib.import_module(f"arkouda_bench.{name}")
     kubeconfig, reason = _kubeconfig_reason(args)
+    reason = reason or unable
     if reason or kubeconfig is None:
-        return checkpointcluster.not_run_rows(reason, command)
-    return checkpointcluster.run(
+        rows: list[results.Row] = module.not_run_rows(reason, command)
+        return rows
+    measured: list[results.Row] = module.run(
         kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
     )
+    return measured
+
+
+def _checkpoint_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
+    return _cluster_module_rows("checkpointcluster", args, command)
 
 
 def _nodeloss_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
-    from arkouda_bench import nodeloss  # noqa: PLC0415 - needs the kubernetes client only here
-
-    kubeconfig, reason = _kubeconfig_reason(args)
-    if not reason and os.geteuid() != 0:
-        reason = "killing a node of the local cluster needs root"
-    if reason or kubeconfig is None:
-        return nodeloss.not_run_rows(reason, command)
-    return nodeloss.run(
-        kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
-    )
+    unable = "killing a node of the local cluster needs root" if os.geteuid() != 0 else ""
+    return _cluster_module_rows("nodeloss", args, command, unable=unable)
 
 
 def _queue_rows(args: argparse.Namespace, command: str) -> list[results.Row]:
-    from arkouda_bench import queue  # noqa: PLC0415 - needs the kubernetes client only here
-
-    kubeconfig, reason = _kubeconfig_reason(args)
-    if reason or kubeconfig is None:
-        return queue.not_run_rows(reason, command)
-    return queue.run(
-        kubeconfig=kubeconfig, repo_root=args.repo_root.resolve(), repeats=args.repeats, command=command
-    )
+    return _cluster_module_rows("queue", args, command)
 
 
 def _kubeconfig_reason(args: argparse.Namespace) -> tuple[Path | None, str]:
