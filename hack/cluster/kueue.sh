@@ -27,6 +27,11 @@ module_dir() {  # outside any module, so that no go.mod around the caller takes 
     "$KUEUE_PY" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])'
 }
 
+manifests() {  # the module's config/default with this cluster's changes, what up applies and down deletes
+  "$K8S_BIN/kubectl" kustomize "$(module_dir)/config/default" |
+    "$KUEUE_PY" "$CLUSTER_HACK/kueue-manifests.py" --image "$KUEUE_IMAGE"
+}
+
 build() {
   command -v go >/dev/null || die "no 'go' on PATH: Kueue is built from the Go module proxy"
   if [[ ! -x "$KUEUE_BIN_DIR/kueue" ]]; then
@@ -58,13 +63,10 @@ YAML
 }
 
 up() {
-  local t0=$SECONDS dir
+  local t0=$SECONDS
   build
-  dir="$(module_dir)"
-  log "kueue: applying config/default of $dir"
-  "$K8S_BIN/kubectl" kustomize "$dir/config/default" |
-    "$KUEUE_PY" "$CLUSTER_HACK/kueue-manifests.py" --image "$KUEUE_IMAGE" |
-    kubectl_ apply --server-side --force-conflicts -f - >/dev/null
+  log "kueue: applying config/default of $(module_dir)"
+  manifests | kubectl_ apply --server-side --force-conflicts -f - >/dev/null
   kubectl_ -n "$KUEUE_NS" rollout status deployment/kueue-controller-manager --timeout=180s
   # Ready is not enough: the webhooks answer once Kueue's certificate rotator has written the Secret, the kubelet
   # has put it into the pod and the CA is in the webhook configurations; a dry-run LocalQueue in an opted-in
@@ -86,12 +88,8 @@ YAML
 }
 
 down() {
-  local dir
   kubectl_ get namespace "$KUEUE_NS" >/dev/null 2>&1 || { log "kueue: not installed"; return 0; }
-  dir="$(module_dir)"
-  "$K8S_BIN/kubectl" kustomize "$dir/config/default" |
-    "$KUEUE_PY" "$CLUSTER_HACK/kueue-manifests.py" --image "$KUEUE_IMAGE" |
-    kubectl_ delete --ignore-not-found --wait=false -f - >/dev/null
+  manifests | kubectl_ delete --ignore-not-found --wait=false -f - >/dev/null
   log "kueue: removed"
 }
 
