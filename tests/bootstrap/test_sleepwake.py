@@ -334,6 +334,30 @@ def test_a_wake_that_misses_its_deadline_fails_the_client_with_the_schedulers_re
     assert second.forwarded == [("10.1.0.7", 5555)] and second.failed == []
 
 
+def test_the_wake_timeout_event_is_recorded_before_the_client_that_caused_the_wake_is_told() -> None:
+    ctl, api, clock, _ = build()
+    asleep(api, ctl, clock)
+    told: list[list[str]] = []
+
+    @dataclass
+    class Witness(FakeRequest):
+        """Test double of a request that records which Events existed when it was failed."""
+
+        def fail(self, message: str) -> None:
+            told.append(reasons(api))
+            super().fail(message)
+
+    client = Witness(received_at=clock())
+    ctl.request_arrived(client)
+    clock.advance(0.5)  # the loop sees the request a moment after it arrived
+    ctl.step()
+    assert phase_of(ctl) is Phase.WAKING
+    clock.advance(99.5)
+    ctl.step()
+    assert len(told) == 1 and told[0][-1] == "WakeTimeout"
+    assert "not Ready after 100 s" in client.failed[0]
+
+
 def test_consecutive_missed_wakes_back_off_longer() -> None:
     ctl, api, clock, _ = build()
     asleep(api, ctl, clock)

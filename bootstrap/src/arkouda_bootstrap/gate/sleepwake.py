@@ -374,7 +374,7 @@ class Controller:
         if self.held or self._wake_requested:
             if self._wake_requested or now >= self._backoff_until:
                 why = "wake requested" if self._wake_requested and not self.held else "client request"
-                self._wake(now, why)
+                self._wake(self._wake_due(now), why)
                 return self._wake_deadline - now
             return self._expire_held(now, self._backoff_until - now)
         return MAX_STEP_SECONDS
@@ -574,6 +574,15 @@ class Controller:
             else:
                 self.phase = Phase.AWAKE
         self._op += 1  # the reply that may still come is for an operation given up
+
+    def _wake_due(self, now: float) -> float:
+        """When the wake became due: the first held request's arrival or the back-off's end, whichever is later
+        (the loop sees it a moment after). Counting the wake's deadline from there makes the client that caused
+        it reach its own deadline together with the wake's, so the WakeTimeout Event is recorded before that
+        client is told."""
+        if not self.held:
+            return now
+        return min(now, max(self._backoff_until, min(r.received_at for r in self.held)))
 
     def _wake(self, now: float, why: str) -> None:
         self._scale_all(1)
