@@ -24,6 +24,7 @@ from arkouda_bootstrap.kube.api import (
     PodInfo,
     PodList,
     PodRef,
+    WorkloadInfo,
 )
 
 END = "END"  # ends one watch request (the server's timeout_seconds elapsed)
@@ -147,6 +148,8 @@ class FakeKube:
     jobs: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name) -> its pod, which goes with it
     # (namespace, name) -> the uids of the pods it lists as owners
     kueue_workloads: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    # (namespace, name) -> the Workload's status.conditions (get_kueue_workload)
+    kueue_conditions: dict[tuple[str, str], tuple[PodCondition, ...]] = field(default_factory=dict)
     # Jobs whose pod does not end (its node is gone): deleted, they stay until the wait's deadline
     stuck_jobs: set[tuple[str, str]] = field(default_factory=set)
     pod_events: dict[str, list[EventInfo]] = field(default_factory=dict)
@@ -286,6 +289,14 @@ class FakeKube:
             return False
         del self.kueue_workloads[(namespace, name)]
         return True
+
+    def get_kueue_workload(self, *, namespace: str, name: str) -> WorkloadInfo | None:
+        self._check("get_kueue_workload", name)
+        owners = self.kueue_workloads.get((namespace, name))
+        if owners is None:
+            return None
+        conditions = self.kueue_conditions.get((namespace, name), ())
+        return WorkloadInfo(name=name, uid=f"wl-{name}", owner_uids=frozenset(owners), conditions=conditions)
 
     def delete_job(self, *, namespace: str, name: str) -> str | None:
         self._check("delete_job", name)

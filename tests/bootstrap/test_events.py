@@ -45,6 +45,8 @@ def test_reasons_and_types() -> None:
         ("Waking", "Normal"),
         ("Awake", "Normal"),
         ("WakeTimeout", "Warning"),
+        ("WakeQueued", "Normal"),
+        ("QuotaReleased", "Normal"),
         ("ServerUnresponsive", "Warning"),
         ("ServerAnswering", "Normal"),
         ("Checkpointed", "Normal"),

@@ -106,10 +106,14 @@ def test_gate_settings_of_the_request_checks_and_the_health_check() -> None:
     assert (s.sleep_when_idle, s.token_file, s.allow_shutdown) == (True, Path("/etc/arkouda/token/token"), True)
     assert (s.max_envelope_bytes, s.max_message_bytes, s.max_held) == (65536, 2 << 30, 16)
     assert (s.health_interval, s.health_timeout) == (0, 45)
+    kueue = settings({**GOOD, "ARKOUDA_KUEUE_WORKLOAD": "r-arkouda-group", "ARKOUDA_KUEUE_QUEUE": "arkouda"})
+    assert isinstance(kueue, GateSettings)
+    assert (kueue.kueue_workload, kueue.kueue_queue) == ("r-arkouda-group", "arkouda")
     defaults = settings(GOOD)
     assert isinstance(defaults, GateSettings)
     assert (defaults.sleep_when_idle, defaults.token_file, defaults.allow_shutdown) == (False, None, False)
     assert (defaults.health_interval, defaults.health_timeout, defaults.max_held) == (10, 30, 256)
+    assert (defaults.kueue_workload, defaults.kueue_queue) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -127,6 +131,12 @@ def test_gate_settings_of_the_request_checks_and_the_health_check() -> None:
         ({"ARKOUDA_GATE_HEALTH_INTERVAL": "-1"}, "--health-interval (ARKOUDA_GATE_HEALTH_INTERVAL)"),
         ({"ARKOUDA_GATE_HEALTH_TIMEOUT": "0"}, "--health-timeout (ARKOUDA_GATE_HEALTH_TIMEOUT)"),
         ({"ARKOUDA_GATE_ALLOW_SHUTDOWN": "maybe"}, "--allow-shutdown (ARKOUDA_GATE_ALLOW_SHUTDOWN)"),
+        ({"ARKOUDA_KUEUE_WORKLOAD": "r-arkouda-group"}, "--kueue-workload (ARKOUDA_KUEUE_WORKLOAD) and --kueue-queue"),
+        ({"ARKOUDA_KUEUE_QUEUE": "arkouda"}, "go together: set both or neither"),
+        (
+            {"ARKOUDA_KUEUE_WORKLOAD": "Not_A_Name", "ARKOUDA_KUEUE_QUEUE": "q"},
+            "--kueue-workload (ARKOUDA_KUEUE_WORKLOAD)",
+        ),
     ],
 )
 def test_bad_gate_values_name_their_flag_and_env(env: dict[str, str], message: str) -> None:

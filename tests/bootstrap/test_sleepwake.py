@@ -11,6 +11,7 @@ import pytest
 from arkouda_bootstrap.config import GateSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.gate.idle import Traffic
+from arkouda_bootstrap.gate.queue import KueueGroup
 from arkouda_bootstrap.gate.sleepwake import (
     WAKE_ANNOTATION,
     Backend,
@@ -533,3 +534,153 @@ def test_only_the_server_pod_found_unresponsive_stops_being_a_backend() -> None:
     ctl.on_pods(listing(server_pod(uid="new")))
     ctl.step()
     assert request.forwarded == [("10.1.0.7", 5555)]
+
+
+# -- admission through Kueue (gate/queue.py) -------------------------------------------------------------------
+
+KUEUE = replace(SETTINGS, kueue_workload="r-arkouda-group", kueue_queue="arkouda")
+HELD: dict[str, Any] = {"deleting": True, "finalizers": ("kueue.x-k8s.io/managed",)}
+GATED = (PodCondition(type="PodScheduled", status="False", reason="SchedulingGated",
+                      message="Scheduling is blocked due to non-empty scheduling gates"),)  # fmt: skip
+NO_QUOTA = (
+    "couldn't assign flavors to pod set 5f7b: insufficient quota for cpu in flavor default, previously considered "
+    "podsets requests (3) + current podset request (3) > maximum capacity (4.5)"
+)
+
+
+def build_kueue() -> tuple[Controller, FakeKube, FakeClock]:
+    api = FakeKube(replicas={SERVER: 1, LOCALE: 2})
+    clock = FakeClock()
+    events = EventRecorder(api, PodRef(namespace="ns", name=KUEUE.pod_name, uid="g"))
+    queue = KueueGroup(api=api, namespace="ns", workload="r-arkouda-group", queue="arkouda")
+    ctl = Controller(settings=KUEUE, scale=api, events=events, traffic=Traffic(clock=clock), clock=clock, queue=queue)
+    ctl.start()
+    return ctl, api, clock
+
+
+def group(*, uid: str = "", **kwargs: Any) -> tuple[PodInfo, ...]:
+    """The release's three pods, each `kwargs` (and uids ending in `uid`: a wake makes new pods)."""
+    return (
+        server_pod(uid=f"s{uid}", **kwargs),
+        locale_pod(0, uid=f"l0{uid}", **kwargs),
+        locale_pod(1, uid=f"l1{uid}", **kwargs),
+    )
+
+
+def test_a_sleep_through_kueue_deletes_the_workload_of_the_held_pods_once_and_says_the_quota_is_free() -> None:
+    ctl, api, clock = build_kueue()
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
+    ctl.on_pods(listing(*group(), gate_pod()))
+    ctl.step()
+    clock.advance(61)
+    ctl.step()
+    assert phase_of(ctl) is Phase.DRAINING and api.replicas == {SERVER: 0, LOCALE: 0}
+    assert ("ns", "r-arkouda-group") in api.kueue_workloads  # nothing is held yet: the pods are not deleting
+    ctl.on_pods(listing(*group(**HELD), gate_pod()))
+    ctl.step()
+    assert ("ns", "r-arkouda-group") not in api.kueue_workloads
+    released = [e for e in api.created_events if e.reason == "QuotaReleased"]
+    assert len(released) == 1 and "deleted Kueue Workload r-arkouda-group" in released[0].message
+    assert "LocalQueue arkouda" in released[0].message
+    # the same pods seen again (another watch event) are not a reason for another delete or Event
+    deletes = [c for c in api.calls if c[0] == "delete_kueue_workload"]
+    ctl.on_pods(listing(*group(**HELD), gate_pod()))
+    ctl.step()
+    assert [c for c in api.calls if c[0] == "delete_kueue_workload"] == deletes
+    ctl.on_pods(listing(gate_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.ASLEEP
+    assert reasons(api).count("QuotaReleased") == 1
+
+
+def test_only_the_workload_that_owns_the_held_pods_is_deleted() -> None:
+    ctl, api, clock = build_kueue()
+    ctl.on_pods(listing(*group(), gate_pod()))
+    ctl.step()
+    clock.advance(61)
+    ctl.step()
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s-next", "l0-next"}  # the group's next Workload
+    ctl.on_pods(listing(*group(**HELD), gate_pod()))
+    ctl.step()
+    assert api.kueue_workloads[("ns", "r-arkouda-group")] == {"s-next", "l0-next"}
+    assert "QuotaReleased" not in reasons(api)
+
+
+def test_a_queued_wake_says_kueues_reason_and_its_client_and_wake_timeout_name_the_queue() -> None:
+    ctl, api, clock = build_kueue()
+    ctl.on_pods(listing(*group(), gate_pod()))
+    ctl.step()
+    clock.advance(61)
+    ctl.step()
+    ctl.on_pods(listing(gate_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.ASLEEP
+    client = FakeRequest(received_at=clock())
+    ctl.request_arrived(client)
+    ctl.step()
+    assert phase_of(ctl) is Phase.WAKING
+    # the new pods are gated; Kueue made their Workload and could not admit it
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s2", "l02", "l12"}
+    api.kueue_conditions[("ns", "r-arkouda-group")] = (
+        PodCondition(type="QuotaReserved", status="False", reason="Pending", message=NO_QUOTA),
+    )
+    ctl.on_pods(listing(*group(uid="2", ready=False, ip=None, phase="Pending", conditions=GATED), gate_pod()))
+    ctl.step()
+    queued = [e for e in api.created_events if e.reason == "WakeQueued"]
+    assert len(queued) == 1 and "queued in LocalQueue arkouda (Kueue Workload r-arkouda-group)" in queued[0].message
+    assert NO_QUOTA in queued[0].message
+    clock.advance(50)
+    ctl.step()
+    assert reasons(api).count("WakeQueued") == 1 and client.failed == []
+    clock.advance(50)
+    ctl.step()
+    timeout = api.created_events[-1]
+    assert timeout.reason == "WakeTimeout" and "LocalQueue arkouda" in timeout.message and NO_QUOTA in timeout.message
+    assert len(client.failed) == 1 and "not Ready after 100 s" in client.failed[0]
+    assert "queued in LocalQueue arkouda" in client.failed[0] and NO_QUOTA in client.failed[0]
+    # scaled back to 0: the queued Workload goes too (it would hold the release's place, and Kueue's finalizer the
+    # gated pods)
+    assert api.replicas == {SERVER: 0, LOCALE: 0}
+    ctl.on_pods(listing(*group(uid="2", ready=False, ip=None, phase="Pending", conditions=GATED, **HELD), gate_pod()))
+    ctl.step()
+    assert ("ns", "r-arkouda-group") not in api.kueue_workloads
+    assert reasons(api)[-1] == "QuotaReleased"
+
+
+def test_a_workload_that_cannot_be_read_still_gives_the_client_an_answer_naming_the_queue() -> None:
+    ctl, api, clock = build_kueue()
+    ctl.on_pods(listing(*group(ready=False, ip=None, phase="Pending", conditions=GATED), gate_pod()))
+    api.fail_with["get_kueue_workload"] = ApiUnavailableError("the API server did not answer")
+    client = FakeRequest(received_at=clock())
+    ctl.request_arrived(client)
+    clock.advance(100)
+    ctl.step()
+    assert len(client.failed) == 1 and "queued in LocalQueue arkouda" in client.failed[0]
+    assert "could not be read: the API server did not answer" in client.failed[0]
+
+
+def test_a_refused_workload_delete_is_tried_again_and_a_missing_rbac_verb_ends_the_gate() -> None:
+    ctl, api, clock = build_kueue()
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
+    ctl.on_pods(listing(*group(), gate_pod()))
+    ctl.step()
+    clock.advance(61)
+    ctl.step()
+    ctl.on_pods(listing(*group(**HELD), gate_pod()))
+    api.fail_next["delete_kueue_workload"] = [BootstrapError("workloads.kueue.x-k8s.io is being replaced")]
+    assert ctl.step() == pytest.approx(5)
+    assert ("ns", "r-arkouda-group") in api.kueue_workloads
+    ctl.step()
+    assert ("ns", "r-arkouda-group") not in api.kueue_workloads
+    ctl2, api2, clock2 = build_kueue()
+    ctl2.on_pods(listing(*group(), gate_pod()))
+    ctl2.step()
+    clock2.advance(61)
+    ctl2.step()
+    ctl2.on_pods(listing(*group(**HELD), gate_pod()))
+    api2.fail_with["delete_kueue_workload"] = ForbiddenError(
+        verb="delete", resource="workloads.kueue.x-k8s.io", namespace="ns"
+    )
+    with pytest.raises(ForbiddenError):
+        ctl2.step()
+    assert reasons(api2)[-1] == "RbacMissing" and "delete workloads.kueue.x-k8s.io" in api2.created_events[-1].message

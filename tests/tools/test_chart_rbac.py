@@ -22,6 +22,8 @@ MODES: dict[str, list[str]] = {
     "`server.mpi.runMode: job`": ["--set", "global.mode=mpi", "--set", "server.mpi.runMode=job"],
     "`global.idle.enabled`": ["--set", "global.idle.enabled=true"],
     "`global.scheduling.queueName`": ["--set", "global.scheduling.queueName=q"],
+    "`global.scheduling.queueName` and `global.idle.enabled`": [
+        "--set", "global.scheduling.queueName=q", "--set", "global.idle.enabled=true"],
 }
 Row = tuple[str, str, str, str, str, str]  # role, when, API group, resources, names, verbs
 

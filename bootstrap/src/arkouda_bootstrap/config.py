@@ -243,6 +243,10 @@ class GateSettings:
     # seconds; health_interval 0: no health check
     health_interval: float = DEFAULT_GATE_HEALTH_INTERVAL
     health_timeout: float = DEFAULT_GATE_HEALTH_TIMEOUT
+    # admission through Kueue (global.scheduling.queueName): the release's Workload (its pod-group name) and
+    # LocalQueue; None: no Kueue
+    kueue_workload: str | None = None
+    kueue_queue: str | None = None
     # with sleep_when_idle: save a checkpoint under this directory of the shared volume (the same path in the
     # server and the gate) before the sleep and load it after the wake; "": no checkpoint
     checkpoint_path: str = ""

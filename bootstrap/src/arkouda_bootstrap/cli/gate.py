@@ -10,6 +10,7 @@ from pathlib import Path
 from arkouda_bootstrap import config
 from arkouda_bootstrap.cli.options import Opt, Subcommand, Values
 from arkouda_bootstrap.config import GateSettings
+from arkouda_bootstrap.errors import UsageError
 from arkouda_bootstrap.kube.api import KubeApi, resolve_namespace
 
 GATE = [
@@ -202,10 +203,33 @@ GATE = [
         config.DEFAULT_CHECKPOINT_TIMEOUT,
         doc="seconds a save or load may take",
     ),
+    Opt(
+        "kueue_workload",
+        "--kueue-workload",
+        "ARKOUDA_KUEUE_WORKLOAD",
+        "with --kueue-queue: the release is one Kueue pod group of this name (global.scheduling.queueName); the gate "
+        "deletes its Workload whenever it scales the release to 0, so Kueue frees the quota (Event QuotaReleased), "
+        "and names Kueue's reason while a woken release waits for admission (Event WakeQueued)",
+        unset="(none: no Kueue)",
+        doc="the release's Kueue pod group / Workload, deleted at each scale to 0",
+    ),
+    Opt(
+        "kueue_queue",
+        "--kueue-queue",
+        "ARKOUDA_KUEUE_QUEUE",
+        "with --kueue-workload: the LocalQueue the release is admitted through, named in the gate's errors and Events",
+        unset="(none: no Kueue)",
+        doc="the release's Kueue LocalQueue, named in errors and Events",
+    ),
 ]
 
 
 def gate_settings(v: Values, *, namespace: str) -> GateSettings:
+    workload, queue = v.opt("kueue_workload"), v.opt("kueue_queue")
+    if bool((v.raw("kueue_workload") or "").strip()) != bool((v.raw("kueue_queue") or "").strip()):
+        raise UsageError(
+            f"{workload.flag} ({workload.env}) and {queue.flag} ({queue.env}) go together: set both or neither"
+        )
     return GateSettings(
         namespace=namespace,
         pod_name=v.required("pod_name"),
@@ -236,6 +260,8 @@ def gate_settings(v: Values, *, namespace: str) -> GateSettings:
             functools.partial(config.parse_choice, choices=config.CHECKPOINT_ON_UNSAVED_CHOICES),
         ),
         checkpoint_timeout=v.number("checkpoint_timeout"),
+        kueue_workload=v.optional("kueue_workload", config.parse_name),
+        kueue_queue=v.optional("kueue_queue", lambda value, **_: value.strip()),
     )
 
 
@@ -253,8 +279,8 @@ COMMAND = Subcommand(
     "shutdown) and answers a failing one itself; forwards the others to the server pod, holding them while it is "
     "not Ready. Events on its own pod: IdleDraining, Asleep, Waking, Awake, WakeTimeout, ServerUnresponsive, "
     "ServerAnswering; with --checkpoint-path also Checkpointed, Restored, CheckpointIncomplete, CheckpointFailed, "
-    "RestoreFailed, CheckpointSizeMismatch. A new value of the annotation arkouda-k8s.io/wake on its pod wakes the "
-    "release.",
+    "RestoreFailed, CheckpointSizeMismatch; with --kueue-workload also WakeQueued, QuotaReleased. A new value of "
+    "the annotation arkouda-k8s.io/wake on its pod wakes the release.",
     tables={"gate": GATE},
     run=run,
 )

@@ -52,6 +52,7 @@ from arkouda_bootstrap.gate.health import PROBE_COMMAND, HealthCheck, HealthPoli
 from arkouda_bootstrap.gate.idle import Traffic
 from arkouda_bootstrap.gate.metrics import GateStats, serve_metrics
 from arkouda_bootstrap.gate.pump import Pump
+from arkouda_bootstrap.gate.queue import KueueGroup
 from arkouda_bootstrap.gate.sleepwake import Backend, Controller, Reply, StatefulSetMissingError
 from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
@@ -478,6 +479,11 @@ def build_gate(
             on_unsaved=OnUnsaved(settings.checkpoint_on_unsaved),
             timeout=settings.checkpoint_timeout,
         )
+    queue = None
+    if api is not None and settings.kueue_workload and settings.kueue_queue:
+        queue = KueueGroup(
+            api=api, namespace=settings.namespace, workload=settings.kueue_workload, queue=settings.kueue_queue
+        )
     controller = Controller(
         settings=settings,
         scale=scale,
@@ -486,6 +492,7 @@ def build_gate(
         clock=clock,
         checkpoint=checkpoint,
         store=DirectoryStore(checkpoint) if checkpoint is not None else None,
+        queue=queue,
     )
     health = HealthCheck(
         policy=HealthPolicy(interval=settings.health_interval, timeout=settings.health_timeout), clock=clock

@@ -35,6 +35,7 @@ from arkouda_bootstrap.gate.checkpoint import (
     size_mismatch,
 )
 from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
+from arkouda_bootstrap.gate.queue import KueueGroup
 from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodEvent, PodInfo, PodList, ScaleApi
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.podwatch import PodCache
@@ -167,8 +168,13 @@ class Controller:
         clock: Callable[[], float],
         checkpoint: CheckpointPolicy | None = None,
         store: Store | None = None,
+        queue: KueueGroup | None = None,
     ) -> None:
         self._s = settings
+        # admission through Kueue (gate/queue.py): the Workload deleted at each scale to 0, Kueue's reason told
+        self._queue = queue
+        self._queue_told = False  # WakeQueued recorded for this wake
+        self._quota_told = False  # QuotaReleased recorded for this scale to 0
         self._scale = scale
         self._events = events
         self._traffic = traffic
@@ -276,7 +282,7 @@ class Controller:
                 request.forward(backend)
             return
         if now - request.received_at >= self._s.wake_timeout:
-            request.fail(self._failure_message(self.view.not_ready_reason()))
+            request.fail(self._failure_message(self._not_ready_reason()))
             return
         same = sum(1 for r in self.held if r.session == request.session)
         if same >= self._s.max_held_per_session:
@@ -361,9 +367,17 @@ class Controller:
             elif now >= self._wake_deadline:
                 self._wake_failed(now)
             else:
+                self._tell_queued()
                 return self._expire_held(now, self._wake_deadline - now)
         if self.phase is Phase.AWAKE:
             return self._awake(now)
+        if self._queue is not None and self._queue.release(self.view.workload()) and not self._quota_told:
+            self._quota_told = True
+            self._events.emit(
+                Reason.QUOTA_RELEASED,
+                f"scaled to 0: deleted Kueue Workload {self._queue.workload}, so what it held in LocalQueue "
+                f"{self._queue.queue} is free now (Kueue keeps a group's deleted pods, and its quota, otherwise)",
+            )
         if self.phase is Phase.DRAINING and self.view.cache.listed and not self.view.workload():
             self.phase = Phase.ASLEEP
             self._events.emit(
@@ -591,14 +605,29 @@ class Controller:
         self.wakes += 1
         self._wake_started = now
         self._wake_deadline = now + self._s.wake_timeout
+        self._queue_told = self._quota_told = False
         self._events.emit(
             Reason.WAKING,
             f"{why}: scaled {self._s.server_statefulset} to 1 and {self._s.locale_statefulset} to "
             f"{self._s.num_locales - 1}; deadline {self._s.wake_timeout:g} s",
         )
 
+    def _tell_queued(self) -> None:
+        """Once a wake: the server or a locale pod waits for Kueue's admission (WakeQueued, Kueue's reason)."""
+        if self._queue is None or self._queue_told or (pod := self._queue.gated(self.view.workload())) is None:
+            return
+        self._queue_told = True
+        self._events.emit(Reason.WAKE_QUEUED, f"{self._queue.waiting_reason(pod)}; held requests wait for the "
+                          f"admission until the wake deadline ({self._s.wake_timeout:g} s after the wake)")  # fmt: skip
+
+    def _not_ready_reason(self) -> str:
+        """Why the release is not Ready: Kueue's reason while a pod waits for admission, else the pods' own."""
+        if self._queue is not None and (pod := self._queue.gated(self.view.workload())) is not None:
+            return self._queue.waiting_reason(pod)
+        return self.view.not_ready_reason()
+
     def _wake_failed(self, now: float) -> None:
-        reason = self.view.not_ready_reason()
+        reason = self._not_ready_reason()
         self._failures += 1
         self.wake_timeouts += 1
         backoff = next_backoff(base_seconds=self._s.wake_backoff, failures=self._failures)
@@ -617,9 +646,11 @@ class Controller:
     def _expire_held(self, now: float, wait: float) -> float:
         """Fail the requests held longer than the wake timeout; return `wait` or the next request's deadline."""
         keep: list[HeldRequest] = []
+        reason: str | None = None  # read once: with Kueue it is a GET of the Workload
         for request in self.held:
             if now - request.received_at >= self._s.wake_timeout:
-                request.fail(self._failure_message(self.view.not_ready_reason()))
+                reason = reason if reason is not None else self._not_ready_reason()
+                request.fail(self._failure_message(reason))
             else:
                 keep.append(request)
         self.held = keep

@@ -123,6 +123,21 @@ class PodInfo:
 
 
 @dataclass(frozen=True)
+class WorkloadInfo:
+    """The parts of a Kueue Workload the bootstrap reads: whose it is and whether Kueue admitted it."""
+
+    name: str
+    uid: str
+    owner_uids: frozenset[str] = frozenset()
+    # status.conditions (QuotaReserved, Admitted, Evicted, ...): type, status, reason and Kueue's message
+    conditions: tuple[PodCondition, ...] = ()
+    deleting: bool = False
+
+    def condition(self, type_: str) -> PodCondition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+@dataclass(frozen=True)
 class PodList:
     pods: tuple[PodInfo, ...]
     resource_version: str
@@ -248,6 +263,10 @@ class KubeApi(ScaleApi, Protocol):
         """Delete a Kueue Workload (kueue.x-k8s.io/v1beta2); False when it, or Kueue's API, does not exist. With
         `owner_uid`, only the Workload that lists that pod among its owners, by its own uid (RBAC: get too): Kueue
         reuses the name for the group's next Workload, which must not be deleted on an old pod's account."""
+        ...
+
+    def get_kueue_workload(self, *, namespace: str, name: str) -> WorkloadInfo | None:
+        """A Kueue Workload (kueue.x-k8s.io/v1beta2); None when it, or Kueue's API, does not exist."""
         ...
 
 
@@ -689,6 +708,33 @@ class KubernetesApi:
         except ConflictError:  # replaced between our get and delete
             return False
         return answer is not None
+
+    def get_kueue_workload(self, *, namespace: str, name: str) -> WorkloadInfo | None:
+        from kubernetes.client import CustomObjectsApi
+
+        custom = CustomObjectsApi(self._client)
+        args = (KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name)
+        found = self._call(f"get workloads.{KUEUE_GROUP}", namespace, custom.get_namespaced_custom_object, *args,
+                           missing_ok=True)  # fmt: skip
+        if found is None:
+            return None
+        meta, status = _d(found.get("metadata")), _d(found.get("status"))
+        conditions = tuple(
+            PodCondition(
+                type=_s(c.get("type")),
+                status=_s(c.get("status")),
+                reason=_s(c.get("reason")),
+                message=_s(c.get("message")),
+            )
+            for c in (_d(x) for x in status.get("conditions") or ())
+        )
+        return WorkloadInfo(
+            name=_s(meta.get("name")),
+            uid=_s(meta.get("uid")),
+            owner_uids=frozenset(_s(_d(r).get("uid")) for r in meta.get("ownerReferences") or ()),
+            conditions=conditions,
+            deleting=meta.get("deletionTimestamp") is not None,
+        )
 
     def delete_job(self, *, namespace: str, name: str) -> str | None:
         # Foreground: the API's default for Jobs orphans their pods, and Background lets the Job go while its pods

@@ -58,6 +58,10 @@ class Reason(StrEnum):
     WAKING = "Waking"
     AWAKE = "Awake"
     WAKE_TIMEOUT = "WakeTimeout"
+    # with Kueue (gate/queue.py): the woken release waits for admission in its LocalQueue (Kueue's reason), and
+    # the release scaled to 0 had its Workload deleted, so its quota is free for the queue
+    WAKE_QUEUED = "WakeQueued"
+    QUOTA_RELEASED = "QuotaReleased"
     # the gate's health check: the server's request loop stopped answering (its pod is deleted for a relaunch),
     # and answers again
     SERVER_UNRESPONSIVE = "ServerUnresponsive"

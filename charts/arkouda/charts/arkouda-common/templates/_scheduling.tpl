@@ -16,15 +16,10 @@ within a label value's 63 characters.
 {{- /*
 arkouda-common.kueueLabels: with global.scheduling.queueName, the pod labels kueue.x-k8s.io/queue-name and
 kueue.x-k8s.io/pod-group-name (one line each, for the pod template's labels); nothing otherwise. Fails when
-podLabels sets a kueue.x-k8s.io/ key, and on the
-combinations not supported yet: the idle gate scales the StatefulSets to 0 and back, which Kueue's pod groups
-of StatefulSet pods do not follow (the README says why), and mpi job mode's Job.
+podLabels sets a kueue.x-k8s.io/ key, and with mpi job mode (its Job is not admitted through Kueue yet).
 */}}
 {{- define "arkouda-common.kueueLabels" -}}
 {{- with .Values.global.scheduling.queueName }}
-{{- if $.Values.global.idle.enabled }}
-{{- fail "global.scheduling.queueName and global.idle.enabled: a release admitted through Kueue cannot sleep yet (chart README, \"Queueing with Kueue\"); set one of them" }}
-{{- end }}
 {{- $mpi := $.Values.mpi | default dict }}
 {{- if and (eq $.Values.global.mode "mpi") (eq ($mpi.runMode | default "service") "job") }}
 {{- fail "global.scheduling.queueName and server.mpi.runMode job: mpi job mode is not admitted through Kueue yet (chart README, \"Queueing with Kueue\"); use runMode service or no queue" }}
