@@ -684,3 +684,48 @@ def test_a_refused_workload_delete_is_tried_again_and_a_missing_rbac_verb_ends_t
     with pytest.raises(ForbiddenError):
         ctl2.step()
     assert reasons(api2)[-1] == "RbacMissing" and "delete workloads.kueue.x-k8s.io" in api2.created_events[-1].message
+
+
+def test_wake_queued_waits_a_few_looks_for_kueues_reason_and_then_says_what_it_knows() -> None:
+    ctl, api, clock = build_kueue()
+    ctl.on_pods(listing(*group(), gate_pod()))
+    ctl.step()
+    clock.advance(61)
+    ctl.step()
+    ctl.on_pods(listing(gate_pod()))
+    ctl.step()
+    ctl.request_arrived(FakeRequest(received_at=clock()))
+    ctl.step()
+    gated = listing(*group(uid="2", ready=False, ip=None, phase="Pending", conditions=GATED), gate_pod())
+    ctl.on_pods(gated)
+    assert ctl.step() == pytest.approx(2)  # no Workload yet: look again in 2 s, nothing told
+    assert "WakeQueued" not in reasons(api)
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s2", "l02", "l12"}
+    clock.advance(2)
+    ctl.step()  # made, not tried yet
+    assert "WakeQueued" not in reasons(api)
+    api.kueue_conditions[("ns", "r-arkouda-group")] = (
+        PodCondition(type="QuotaReserved", status="False", reason="Pending", message=NO_QUOTA),
+    )
+    clock.advance(2)
+    ctl.step()
+    queued = [e.message for e in api.created_events if e.reason == "WakeQueued"]
+    assert len(queued) == 1 and NO_QUOTA in queued[0]
+    assert [c for c in api.calls if c[0] == "get_kueue_workload"] == [("get_kueue_workload", "r-arkouda-group")] * 3
+    # a Workload Kueue never explains: told as it is after QUEUE_LOOKS reads, and no more reads for the Event
+    ctl2, api2, clock2 = build_kueue()
+    ctl2.on_pods(listing(*group(), gate_pod()))
+    ctl2.step()
+    clock2.advance(61)
+    ctl2.step()
+    ctl2.on_pods(listing(gate_pod()))
+    ctl2.step()
+    ctl2.request_arrived(FakeRequest(received_at=clock2()))
+    ctl2.step()
+    ctl2.on_pods(gated)
+    for _ in range(10):
+        ctl2.step()
+        clock2.advance(2)
+    told = [e.message for e in api2.created_events if e.reason == "WakeQueued"]
+    assert len(told) == 1 and "Kueue has not made the Workload yet" in told[0]
+    assert len([c for c in api2.calls if c[0] == "get_kueue_workload"]) == 5

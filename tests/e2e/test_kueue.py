@@ -1,8 +1,8 @@
 """Admission through Kueue (global.scheduling.queueName) on the local cluster's Kueue (hack/cluster/kueue.sh, the
 module's own config/default at KUEUE_VERSION): a ClusterQueue with room for exactly one release, two releases in
 its LocalQueue. The first is admitted whole and runs; the second waits in the queue with Kueue's reason, none of
-its pods on a node (all gated); when the first is uninstalled (its Workload deleted by the chart's post-delete
-hook), Kueue admits the second without a human.
+its pods on a node (all gated), and its `helm test` fails at once saying so; when the first is uninstalled (its
+Workload deleted by the chart's post-delete hook), Kueue admits the second without a human.
 
 The quota is measured, not guessed: the ClusterQueue starts large, the first release's admitted Workload says
 what one release uses, and the quota is then set to one and a half times that. Skips, saying why, on a cluster
@@ -57,10 +57,10 @@ def ns(queue: Queue) -> str:
     return queue.ns
 
 
-def install(ns: str, release: str) -> None:
+def install(ns: str, release: str, *, tests: bool = False) -> None:
     helm("install", release, str(CHART), "-n", ns, "-f", str(VALUES / "local.yaml"), *image_args(),
          "--set", f"global.numLocales={N}", "--set", f"global.scheduling.queueName={QUEUE}",
-         "--set", "tests.enabled=false", timeout=300)  # fmt: skip
+         "--set", f"tests.enabled={str(tests).lower()}", timeout=300)  # fmt: skip
 
 
 def test_one_release_runs_the_other_waits_in_the_queue_and_starts_when_the_first_is_gone(
@@ -82,7 +82,7 @@ def test_one_release_runs_the_other_waits_in_the_queue_and_starts_when_the_first
     quota = queue.fit(used, Decimal("1.5"))
     log.info("ClusterQueue %s quota now %s", queue.cq, quota)
 
-    install(ns, second)
+    install(ns, second, tests=True)
 
     reason = wait_for(f"{second} queued with a reason", lambda: queued_reason(workload(custom, ns, second)),
                       timeout=90, describe=describe)
@@ -94,6 +94,13 @@ def test_one_release_runs_the_other_waits_in_the_queue_and_starts_when_the_first
     assert not on_nodes, f"pods of the queued release on a node: {on_nodes}"
     ungated = [p.metadata.name for p in pods if ADMISSION_GATE not in {g.name for g in p.spec.scheduling_gates or []}]
     assert not ungated, f"pods of the queued release without Kueue's gate: {ungated}"
+    # helm test of the queued release says so at once, in Kueue's words, instead of running into its timeout
+    began = time.monotonic()
+    tested = helm("test", second, "-n", ns, "--logs", "--timeout", "3m", timeout=240, check=False)
+    said = tested.stdout + tested.stderr
+    print(f"helm test of the queued {second}: exit {tested.returncode} after {time.monotonic() - began:.1f}s")
+    assert tested.returncode != 0, said
+    assert f"FAIL: the release is queued in LocalQueue {QUEUE}" in said and "insufficient" in said.lower(), said
 
     helm("uninstall", first, "-n", ns, "--wait", "--timeout", "3m", timeout=300)
     freed = time.monotonic()

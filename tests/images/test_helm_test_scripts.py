@@ -5,7 +5,9 @@ mpi-mode checker against good and bad hybrid-hello output."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -118,3 +120,83 @@ def test_arkouda_script_gives_up_at_its_deadline_with_one_line(
     nobody = {"ARKOUDA_HOST": "127.0.0.1", "ARKOUDA_PORT": "9", "EXPECTED_LOCALES": "1", "TIMEOUT_SECONDS": "1"}
     assert script.main(nobody) == 1
     assert "FAIL: no answer from 127.0.0.1:9 within 1s" in capsys.readouterr().out
+
+
+# -- a release queued in Kueue (global.scheduling.queueName; files/helm_test_kube.py) ----------------------------
+
+QUEUED_ENV = {"KUEUE_WORKLOAD": "r-arkouda-group", "KUEUE_QUEUE": "team-a"}
+NO_QUOTA = "couldn't assign flavors to pod set 5f7b: insufficient quota for cpu in flavor default"
+WORKLOAD = "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/r-arkouda-group"
+
+
+def pod(name: str, *, reason: str = "SchedulingGated", status: str = "False") -> dict[str, object]:
+    return {
+        "metadata": {"name": name},
+        "status": {"conditions": [{"type": "PodScheduled", "status": status, "reason": reason}]},
+    }
+
+
+def api_double(answers: dict[str, object]) -> Callable[[str], bytes]:
+    """Test double of the API: a path answers its JSON, or raises the OSError it is given."""
+
+    def get(path: str) -> bytes:
+        answer = answers[path]
+        if isinstance(answer, OSError):
+            raise answer
+        return json.dumps(answer).encode()
+
+    return get
+
+
+def test_a_gated_pod_is_queued_in_kueues_words() -> None:
+    kube = load("helm_test_kube")
+    workload = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": NO_QUOTA}]}}
+    get = api_double({WORKLOAD: workload})
+    line = kube.queue_reason(get, ns="ns", pod=pod("r-arkouda-server-0"), environ=QUEUED_ENV)
+    assert line == (
+        "the release is queued in LocalQueue team-a (Kueue Workload r-arkouda-group; pod r-arkouda-server-0 gated): "
+        f"{NO_QUOTA}; it starts once Kueue admits it (kubectl describe workload r-arkouda-group)"
+    )
+
+
+def test_not_queued_without_a_queue_or_a_gate_and_an_unreadable_workload_is_said() -> None:
+    kube = load("helm_test_kube")
+    get = api_double({WORKLOAD: OSError("HTTP Error 403: Forbidden")})
+    assert kube.queue_reason(get, ns="ns", pod=pod("p"), environ={}) is None
+    scheduled = pod("p", reason="", status="True")
+    assert kube.queue_reason(get, ns="ns", pod=scheduled, environ=QUEUED_ENV) is None
+    line = kube.queue_reason(get, ns="ns", pod=pod("p"), environ=QUEUED_ENV)
+    assert line is not None
+    assert "the Workload could not be read: HTTP Error 403: Forbidden" in line
+    # a server pod that does not exist (a sleeping release) is not a queued one
+    missing = api_double({"/api/v1/namespaces/ns/pods/r-arkouda-server-0": OSError("HTTP Error 404: Not Found")})
+    assert kube.server_pod_queue_reason(missing, ns="ns", pod_name="r-arkouda-server-0", environ=QUEUED_ENV) is None
+
+
+def test_arkouda_script_fails_at_once_for_a_queued_release_and_when_a_wake_queues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = arkouda_script(monkeypatch, tmp_path, token=None)
+    nobody = {"ARKOUDA_HOST": "127.0.0.1", "ARKOUDA_PORT": "9", "EXPECTED_LOCALES": "1", "TIMEOUT_SECONDS": "600"}
+    assert script.main(nobody, queued=lambda: "the release is queued in LocalQueue team-a") == 1
+    out = capsys.readouterr().out
+    assert out.strip() == "FAIL: the release is queued in LocalQueue team-a"  # before any connection
+    # asleep at first (no server pod), queued once the request woke it: told at the first unanswered try
+    answers = iter([None, "the release is queued in LocalQueue team-a"])
+    monkeypatch.setattr(script, "RETRY_SECONDS", 0.1)
+    assert script.main(nobody, queued=lambda: next(answers)) == 1
+    assert "FAIL: the release is queued in LocalQueue team-a" in capsys.readouterr().out
+
+
+def test_mpi_job_script_fails_at_once_when_the_launcher_is_queued() -> None:
+    mpi = load("helm-test-mpi")
+    workload = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": NO_QUOTA}]}}
+    launcher = pod("r-arkouda-server-r1-abcde")
+    launcher["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                              "reason": "SchedulingGated"}]}  # fmt: skip
+    listing = "/api/v1/namespaces/ns/pods?labelSelector=batch.kubernetes.io/job-name%3Dr-arkouda-server-r1"
+    get = api_double({listing: {"items": [launcher]}, WORKLOAD: workload})
+    with pytest.raises(SystemExit) as exc:
+        mpi.job_output("r-arkouda-server-r1", namespace="ns", get=get, timeout=600, environ=QUEUED_ENV)
+    assert str(exc.value).startswith("FAIL: the MPI Job r-arkouda-server-r1: the release is queued in LocalQueue")
+    assert NO_QUOTA in str(exc.value)

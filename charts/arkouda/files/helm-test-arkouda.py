@@ -9,7 +9,9 @@ Two clients, and the output says which one ran:
 With neither, the test fails and says what the image lacks.
 
 Environment (templates/tests/test-pod.yaml): ARKOUDA_HOST, ARKOUDA_PORT, EXPECTED_LOCALES, TIMEOUT_SECONDS;
-the token, when server.authenticate, at /etc/arkouda/token/token (the key Secret's `token`, no line end).
+the token, when server.authenticate, at /etc/arkouda/token/token (the key Secret's `token`, no line end); with
+global.scheduling.queueName also KUEUE_WORKLOAD, KUEUE_QUEUE and SERVER_POD (helm_test_kube.py: a release waiting
+in its Kueue queue fails the test at once with Kueue's reason instead of at the deadline).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helm_test_kube.py, beside this script
+from helm_test_kube import api_getter, namespace, server_pod_queue_reason
 
 ARKOUDA_PYTHON = Path("/opt/arkouda/python/bin/python")
 REPLAY_LIB = Path("/opt/arkouda/lib")
@@ -92,7 +97,15 @@ def check(config: Mapping[str, Any], *, expected: int) -> list[str]:
     return errors
 
 
-def main(environ: Mapping[str, str]) -> int:
+def queue_check(environ: Mapping[str, str]) -> Callable[[], str | None]:
+    """With a queue: says whether the server pod waits in its Kueue queue, in Kueue's words; else never."""
+    if not environ.get("KUEUE_WORKLOAD"):
+        return lambda: None
+    get, ns, server = api_getter(), namespace(), environ["SERVER_POD"]
+    return lambda: server_pod_queue_reason(get, ns=ns, pod_name=server, environ=environ)
+
+
+def main(environ: Mapping[str, str], *, queued: Callable[[], str | None] | None = None) -> int:
     if (
         importlib.util.find_spec("arkouda") is None
         and ARKOUDA_PYTHON.exists()
@@ -103,6 +116,10 @@ def main(environ: Mapping[str, str]) -> int:
     expected, timeout = int(environ["EXPECTED_LOCALES"]), float(environ["TIMEOUT_SECONDS"])
     token = read_token(TOKEN_FILE)
     what, connect = choose_client()
+    queued = queued or queue_check(environ)
+    if (why := queued()) is not None:
+        print(f"FAIL: {why}")
+        return 1
     print(f"connecting to {host}:{port} with {what}{' and the release token' if token else ''}")
     deadline = time.monotonic() + timeout
     while True:
@@ -110,6 +127,9 @@ def main(environ: Mapping[str, str]) -> int:
             config = connect(host, port, token, min(30.0, timeout))
             break
         except UnreachableError as exc:
+            if (why := queued()) is not None:  # woken from a sleep into a full queue
+                print(f"FAIL: {why}")
+                return 1
             if time.monotonic() > deadline:
                 print(f"FAIL: no answer from {host}:{port} within {timeout:g}s: {exc}")
                 return 1

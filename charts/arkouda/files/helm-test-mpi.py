@@ -4,7 +4,9 @@ exactly once, with the expected sizes, over numLocales hosts.
 
 Environment (set by templates/tests/test-pod.yaml): RESULTS_URL or JOB_NAME (job mode; the pod's service account
 may list pods and read their logs, templates/tests/test-rbac.yaml), EXPECTED_RANKS, EXPECTED_THREADS,
-EXPECTED_HOSTS, LINE_PATTERN (tests.mpiLinePattern), TIMEOUT_SECONDS. Standard library only (the image's python3).
+EXPECTED_HOSTS, LINE_PATTERN (tests.mpiLinePattern), TIMEOUT_SECONDS; with global.scheduling.queueName also
+KUEUE_WORKLOAD, KUEUE_QUEUE and SERVER_POD (helm_test_kube.py: a queued release fails at once, saying so).
+Standard library only (the image's python3).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import collections
 import json
 import os
 import re
-import ssl
 import sys
 import time
 import urllib.parse
@@ -21,19 +22,21 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-# The pod's own service account (automountServiceAccountToken in job mode) and the in-cluster API address.
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-API_SERVER = "https://kubernetes.default.svc"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helm_test_kube.py, beside this script
+from helm_test_kube import api_getter, namespace, queue_reason, server_pod_queue_reason
 
 
-def fetch(url: str, *, timeout: float) -> str:
-    """The served output, retried until `timeout`; exits with one line naming the URL when it never comes."""
+def fetch(url: str, *, timeout: float, queued: Callable[[], str | None] = lambda: None) -> str:
+    """The served output, retried until `timeout`; exits with one line naming the URL when it never comes, or at
+    once with the release's place in its Kueue queue (`queued`) while it waits there."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - the release's own Service
                 return str(resp.read().decode("utf-8", "replace"))
         except OSError as exc:
+            if (why := queued()) is not None:
+                sys.exit(f"FAIL: {why}")
             if time.monotonic() > deadline:
                 sys.exit(
                     f"FAIL: no MPI output at {url} ({exc}); see `kubectl logs` of the server pod, container server"
@@ -41,22 +44,12 @@ def fetch(url: str, *, timeout: float) -> str:
             time.sleep(2)
 
 
-def api_getter(*, account: Path = SERVICE_ACCOUNT, server: str = API_SERVER) -> Callable[[str], bytes]:
-    """GET an API path with the pod's service account token, verified against the cluster CA."""
-    token = (account / "token").read_text().strip()
-    context = ssl.create_default_context(cafile=str(account / "ca.crt"))
-
-    def get(path: str) -> bytes:
-        request = urllib.request.Request(server + path, headers={"Authorization": f"Bearer {token}"})  # noqa: S310
-        with urllib.request.urlopen(request, timeout=10, context=context) as resp:  # noqa: S310 - the API server
-            return bytes(resp.read())
-
-    return get
-
-
-def job_output(job: str, *, namespace: str, get: Callable[[str], bytes], timeout: float) -> str:
+def job_output(
+    job: str, *, namespace: str, get: Callable[[str], bytes], timeout: float, environ: Mapping[str, str] | None = None
+) -> str:
     """The log of the Job's launcher pod (container `server`) once it succeeded; exits with one line when the Job
-    failed (its termination message: why) or did not finish within `timeout`."""
+    failed (its termination message: why), waits in its Kueue queue (KUEUE_WORKLOAD in `environ`: Kueue's
+    reason) or did not finish within `timeout`."""
     pods = f"/api/v1/namespaces/{namespace}/pods"
     selector = urllib.parse.quote(f"batch.kubernetes.io/job-name={job}")
     deadline = time.monotonic() + timeout
@@ -72,6 +65,8 @@ def job_output(job: str, *, namespace: str, get: Callable[[str], bytes], timeout
                 return get(f"{pods}/{name}/log?container=server").decode("utf-8", "replace")
             if phase == "Failed":
                 sys.exit(f"FAIL: the MPI Job {job} failed: {termination_message(pod)} (kubectl describe job {job})")
+            if (why := queue_reason(get, ns=namespace, pod=pod, environ=environ or {})) is not None:
+                sys.exit(f"FAIL: the MPI Job {job}: {why}")
             seen = f"pod {name} is {phase}"
         if time.monotonic() > deadline:
             sys.exit(f"FAIL: the MPI Job {job} did not finish within {timeout:g}s ({seen}; tests.timeoutSeconds)")
@@ -123,8 +118,13 @@ def main(environ: Mapping[str, str]) -> int:
     pattern = re.compile(environ["LINE_PATTERN"])
     timeout = float(environ["TIMEOUT_SECONDS"])
     if environ.get("JOB_NAME"):
-        namespace = (SERVICE_ACCOUNT / "namespace").read_text().strip()
-        text = job_output(environ["JOB_NAME"], namespace=namespace, get=api_getter(), timeout=timeout)
+        text = job_output(environ["JOB_NAME"], namespace=namespace(), get=api_getter(), timeout=timeout,
+                          environ=environ)  # fmt: skip
+    elif environ.get("KUEUE_WORKLOAD"):
+        get, ns = api_getter(), namespace()
+        server = environ["SERVER_POD"]
+        text = fetch(environ["RESULTS_URL"], timeout=timeout,
+                     queued=lambda: server_pod_queue_reason(get, ns=ns, pod_name=server, environ=environ))  # fmt: skip
     else:
         text = fetch(environ["RESULTS_URL"], timeout=timeout)
     errors = check(text, pattern=pattern, ranks=ranks, threads=threads, hosts_expected=hosts)

@@ -34,3 +34,16 @@ arkouda.nodewatchPods: the names of those StatefulSets' pods (their Role's resou
 {{- end -}}
 [{{ join ", " $pods }}]
 {{- end -}}
+
+{{- /*
+arkouda.nodewatchKueueWorkload: the Kueue Workload nodewatch deletes when Kueue's finalizer holds an ended pod of
+the group (global.scheduling.queueName), or empty. Not in mpi job mode: a Job never relaunches, its group ends as
+a whole once the launcher ended and the locales were scaled to 0 (kueue.x-k8s.io/retriable-in-group "false" on
+the launcher), and a Workload deleted before that would make Kueue delete the finished launcher pod and its log.
+*/}}
+{{- define "arkouda.nodewatchKueueWorkload" -}}
+{{- $serverJob := and (eq .Values.global.mode "mpi") (eq (default "" ((.Values.server).mpi).runMode) "job") -}}
+{{- if and .Values.global.scheduling.queueName (not $serverJob) -}}
+{{- include "arkouda-common.podGroupName" . -}}
+{{- end -}}
+{{- end -}}

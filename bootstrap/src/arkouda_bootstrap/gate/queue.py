@@ -76,16 +76,27 @@ class KueueGroup:
         """Why `pod` is not scheduled, in Kueue's words: the Workload's QuotaReserved message (e.g. `couldn't
         assign flavors to pod set ...: insufficient quota for cpu ...`). Never raises: the reason goes to a
         client that must get an answer."""
+        return self.waiting(pod).text
+
+    def waiting(self, pod: PodInfo) -> Waiting:
+        """`waiting_reason`, and whether Kueue has said it yet (it makes the Workload once every pod of the group
+        exists, then tries to admit it: a moment after the pods)."""
         where = f"pod {pod.name} is queued in LocalQueue {self.queue} (Kueue Workload {self.workload})"
         try:
             workload = self.api.get_kueue_workload(namespace=self.namespace, name=self.workload)
         except BootstrapError as exc:
-            return f"{where}; the Workload could not be read: {exc}"
-        if workload is None:
-            return f"{where}: Kueue has not made the Workload yet"
+            return Waiting(f"{where}; the Workload could not be read: {exc}", said=False)
+        if workload is None or workload.deleting:
+            return Waiting(f"{where}: Kueue has not made the Workload yet", said=False)
         reserved, admitted = workload.condition("QuotaReserved"), workload.condition("Admitted")
         if admitted is not None and admitted.status == "True":
-            return f"{where}: admitted, the gates are being removed"
+            return Waiting(f"{where}: admitted, the gates are being removed", said=True)
         if reserved is not None and reserved.status == "False" and (reserved.message or reserved.reason):
-            return f"{where}: {reserved.message or reserved.reason}"
-        return f"{where}: not admitted yet"
+            return Waiting(f"{where}: {reserved.message or reserved.reason}", said=True)
+        return Waiting(f"{where}: not admitted yet", said=False)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    text: str
+    said: bool  # Kueue's own reason (or its admission) is in `text`

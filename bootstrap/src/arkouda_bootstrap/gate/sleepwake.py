@@ -49,6 +49,10 @@ WAKE_ANNOTATION = "arkouda-k8s.io/wake"
 # How often step() runs at most without news, and after a refused change.
 MAX_STEP_SECONDS = 30.0
 RETRY_SECONDS = 5.0
+# A queued wake's reads of its Kueue Workload until Kueue has said why it waits (gate/queue.py), and the pause
+# between them: Kueue makes the Workload and tries it within a few seconds of the pods.
+QUEUE_LOOKS = 5
+QUEUE_LOOK_SECONDS = 2.0
 # Container waiting reasons that only mean "still starting".
 _STARTING = frozenset({"", "ContainerCreating", "PodInitializing"})
 
@@ -174,6 +178,7 @@ class Controller:
         # admission through Kueue (gate/queue.py): the Workload deleted at each scale to 0, Kueue's reason told
         self._queue = queue
         self._queue_told = False  # WakeQueued recorded for this wake
+        self._queue_looks, self._queue_next_look = 0, 0.0  # reads of the Workload for it, the next one
         self._quota_told = False  # QuotaReleased recorded for this scale to 0
         self._scale = scale
         self._events = events
@@ -367,8 +372,7 @@ class Controller:
             elif now >= self._wake_deadline:
                 self._wake_failed(now)
             else:
-                self._tell_queued()
-                return self._expire_held(now, self._wake_deadline - now)
+                return self._expire_held(now, min(self._tell_queued(now), self._wake_deadline - now))
         if self.phase is Phase.AWAKE:
             return self._awake(now)
         if self._queue is not None and self._queue.release(self.view.workload()) and not self._quota_told:
@@ -606,19 +610,31 @@ class Controller:
         self._wake_started = now
         self._wake_deadline = now + self._s.wake_timeout
         self._queue_told = self._quota_told = False
+        self._queue_looks, self._queue_next_look = 0, 0.0
         self._events.emit(
             Reason.WAKING,
             f"{why}: scaled {self._s.server_statefulset} to 1 and {self._s.locale_statefulset} to "
             f"{self._s.num_locales - 1}; deadline {self._s.wake_timeout:g} s",
         )
 
-    def _tell_queued(self) -> None:
-        """Once a wake: the server or a locale pod waits for Kueue's admission (WakeQueued, Kueue's reason)."""
+    def _tell_queued(self, now: float) -> float:
+        """Once a wake: the server or a locale pod waits for Kueue's admission (WakeQueued, with Kueue's reason).
+        Kueue states it a moment after the pods appear, which changes no pod: the Workload is read again after
+        QUEUE_LOOK_SECONDS, at most QUEUE_LOOKS times, then told as it is. Returns the seconds until the next look."""
         if self._queue is None or self._queue_told or (pod := self._queue.gated(self.view.workload())) is None:
-            return
+            return MAX_STEP_SECONDS
+        if now < self._queue_next_look:
+            return self._queue_next_look - now
+        self._queue_looks += 1
+        waiting = self._queue.waiting(pod)
+        if not waiting.said and self._queue_looks < QUEUE_LOOKS:
+            log.info("%s (look %d/%d)", waiting.text, self._queue_looks, QUEUE_LOOKS)
+            self._queue_next_look = now + QUEUE_LOOK_SECONDS
+            return QUEUE_LOOK_SECONDS
         self._queue_told = True
-        self._events.emit(Reason.WAKE_QUEUED, f"{self._queue.waiting_reason(pod)}; held requests wait for the "
-                          f"admission until the wake deadline ({self._s.wake_timeout:g} s after the wake)")  # fmt: skip
+        self._events.emit(Reason.WAKE_QUEUED, f"{waiting.text}; held requests wait for the admission until the wake "
+                          f"deadline ({self._s.wake_timeout:g} s after the wake)")  # fmt: skip
+        return MAX_STEP_SECONDS
 
     def _not_ready_reason(self) -> str:
         """Why the release is not Ready: Kueue's reason while a pod waits for admission, else the pods' own."""

@@ -16,14 +16,10 @@ within a label value's 63 characters.
 {{- /*
 arkouda-common.kueueLabels: with global.scheduling.queueName, the pod labels kueue.x-k8s.io/queue-name and
 kueue.x-k8s.io/pod-group-name (one line each, for the pod template's labels); nothing otherwise. Fails when
-podLabels sets a kueue.x-k8s.io/ key, and with mpi job mode (its Job is not admitted through Kueue yet).
+podLabels sets a kueue.x-k8s.io/ key.
 */}}
 {{- define "arkouda-common.kueueLabels" -}}
 {{- with .Values.global.scheduling.queueName }}
-{{- $mpi := $.Values.mpi | default dict }}
-{{- if and (eq $.Values.global.mode "mpi") (eq ($mpi.runMode | default "service") "job") }}
-{{- fail "global.scheduling.queueName and server.mpi.runMode job: mpi job mode is not admitted through Kueue yet (chart README, \"Queueing with Kueue\"); use runMode service or no queue" }}
-{{- end }}
 {{- range $k, $_ := $.Values.podLabels }}{{ if hasPrefix "kueue.x-k8s.io/" $k }}
 {{- fail (printf "podLabels (of locale or server) sets %s and global.scheduling.queueName is set: the chart sets the Kueue labels itself" $k) }}
 {{- end }}{{- end -}}
@@ -35,7 +31,8 @@ kueue.x-k8s.io/pod-group-name: {{ include "arkouda-common.podGroupName" $ }}
 {{- /*
 arkouda-common.kueueAnnotation: with global.scheduling.queueName, puts kueue.x-k8s.io/pod-group-total-count
 (numLocales: the server pod and every locale pod) into the pod annotations dict given as .annotations (called as
-(dict "ctx" $ "annotations" $annotations); renders nothing). podAnnotations with a kueue.x-k8s.io/ key would
+(dict "ctx" $ "annotations" $annotations "job" BOOL); renders nothing); with .job (the mpi job mode launcher) also
+kueue.x-k8s.io/retriable-in-group "false". podAnnotations with a kueue.x-k8s.io/ key would
 change the group behind the chart's back, so it fails instead.
 */}}
 {{- define "arkouda-common.kueueAnnotation" -}}
@@ -44,5 +41,10 @@ change the group behind the chart's back, so it fails instead.
 {{- fail (printf "podAnnotations (of locale or server) sets %s and global.scheduling.queueName is set: the chart sets the Kueue pod group itself" $k) }}
 {{- end }}{{- end }}
 {{- $_ := set .annotations "kueue.x-k8s.io/pod-group-total-count" (.ctx.Values.global.numLocales | toString) }}
+{{- if .job }}
+{{- /* the Job's launcher runs once: with it ended and the locales scaled to 0, the group is finished (Kueue then
+drops its finalizers and frees the quota, the launcher pod and its log stay) instead of waiting for replacements */}}
+{{- $_ := set .annotations "kueue.x-k8s.io/retriable-in-group" "false" }}
+{{- end }}
 {{- end }}
 {{- end -}}

@@ -48,7 +48,7 @@ metadata:
   {{- $_ := set $annotations "checksum/scripts" (include "arkouda-server.scripts" . | sha256sum) }}
   {{- end }}
   {{- include "arkouda-common.networkAnnotation" (dict "ctx" . "annotations" $annotations) }}
-  {{- include "arkouda-common.kueueAnnotation" (dict "ctx" . "annotations" $annotations) }}
+  {{- include "arkouda-common.kueueAnnotation" (dict "ctx" . "annotations" $annotations "job" $job) }}
   {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
