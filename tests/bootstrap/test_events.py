@@ -47,6 +47,7 @@ def test_reasons_and_types() -> None:
         ("WakeTimeout", "Warning"),
         ("WakeQueued", "Normal"),
         ("QuotaReleased", "Normal"),
+        ("Queued", "Normal"),
         ("ServerUnresponsive", "Warning"),
         ("ServerAnswering", "Normal"),
         ("Checkpointed", "Normal"),

@@ -729,3 +729,18 @@ def test_wake_queued_waits_a_few_looks_for_kueues_reason_and_then_says_what_it_k
     told = [e.message for e in api2.created_events if e.reason == "WakeQueued"]
     assert len(told) == 1 and "Kueue has not made the Workload yet" in told[0]
     assert len([c for c in api2.calls if c[0] == "get_kueue_workload"]) == 5
+
+
+def test_a_release_queued_at_install_gets_queued_on_its_server_pod_once_and_no_wake_event() -> None:
+    ctl, api, _ = build_kueue()
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
+    api.kueue_conditions[("ns", "r-arkouda-group")] = (
+        PodCondition(type="QuotaReserved", status="False", reason="Pending", message=NO_QUOTA),
+    )
+    ctl.on_pods(listing(*group(ready=False, ip=None, phase="Pending", conditions=GATED), gate_pod()))
+    ctl.step()
+    ctl.step()
+    queued = [e for e in api.created_events if e.reason == "Queued"]
+    assert len(queued) == 1 and queued[0].pod.name == f"{SERVER}-0" and queued[0].pod.uid == "s"
+    assert NO_QUOTA in queued[0].message and "LocalQueue arkouda" in queued[0].message
+    assert "WakeQueued" not in reasons(api) and phase_of(ctl) is Phase.AWAKE

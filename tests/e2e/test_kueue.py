@@ -94,6 +94,13 @@ def test_one_release_runs_the_other_waits_in_the_queue_and_starts_when_the_first
     assert not on_nodes, f"pods of the queued release on a node: {on_nodes}"
     ungated = [p.metadata.name for p in pods if ADMISSION_GATE not in {g.name for g in p.spec.scheduling_gates or []}]
     assert not ungated, f"pods of the queued release without Kueue's gate: {ungated}"
+    # the gate tells it on the server pod itself (kubectl describe pod), in Kueue's words
+    server = f"{second}-arkouda-server-0"
+    told = wait_for(f"Queued Event on {server}",
+                    lambda: [e for e in kube.events_for(ns, server) if e.reason == "Queued"], timeout=60,
+                    describe=describe)  # fmt: skip
+    print(f"Queued on {server}: {told[0].message}")
+    assert f"queued in LocalQueue {QUEUE}" in told[0].message and "insufficient" in told[0].message.lower()
     # helm test of the queued release says so at once, in Kueue's words, instead of running into its timeout
     began = time.monotonic()
     tested = helm("test", second, "-n", ns, "--logs", "--timeout", "3m", timeout=240, check=False)

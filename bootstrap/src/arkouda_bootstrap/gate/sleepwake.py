@@ -36,7 +36,15 @@ from arkouda_bootstrap.gate.checkpoint import (
 )
 from arkouda_bootstrap.gate.idle import IdlePolicy, Traffic, idle_verdict, next_backoff
 from arkouda_bootstrap.gate.queue import KueueGroup
-from arkouda_bootstrap.kube.api import ApiUnavailableError, ForbiddenError, PodEvent, PodInfo, PodList, ScaleApi
+from arkouda_bootstrap.kube.api import (
+    ApiUnavailableError,
+    ForbiddenError,
+    PodEvent,
+    PodInfo,
+    PodList,
+    PodRef,
+    ScaleApi,
+)
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.podwatch import PodCache
 from arkouda_bootstrap.kube.retry import ApiRetry
@@ -177,8 +185,10 @@ class Controller:
         self._s = settings
         # admission through Kueue (gate/queue.py): the Workload deleted at each scale to 0, Kueue's reason told
         self._queue = queue
-        self._queue_told = False  # WakeQueued recorded for this wake
-        self._queue_looks, self._queue_next_look = 0, 0.0  # reads of the Workload for it, the next one
+        # the gated pod last told about (Queued), the one being looked at, the reads of the Workload for it
+        self._queue_told: str | None = None
+        self._queue_looking: str | None = None
+        self._queue_looks, self._queue_next_look = 0, 0.0
         self._quota_told = False  # QuotaReleased recorded for this scale to 0
         self._scale = scale
         self._events = events
@@ -399,8 +409,8 @@ class Controller:
 
     def _awake(self, now: float) -> float:
         backend = self.backend()
-        if backend is None:  # starting or relaunching: hold the requests, never sleep
-            return self._expire_held(now, MAX_STEP_SECONDS)
+        if backend is None:  # starting (or queued) or relaunching: hold the requests, never sleep
+            return self._expire_held(now, self._tell_queued(now))
         self._release(backend)
         if not self._s.sleep_when_idle:
             return MAX_STEP_SECONDS
@@ -609,8 +619,7 @@ class Controller:
         self.wakes += 1
         self._wake_started = now
         self._wake_deadline = now + self._s.wake_timeout
-        self._queue_told = self._quota_told = False
-        self._queue_looks, self._queue_next_look = 0, 0.0
+        self._quota_told = False
         self._events.emit(
             Reason.WAKING,
             f"{why}: scaled {self._s.server_statefulset} to 1 and {self._s.locale_statefulset} to "
@@ -618,11 +627,16 @@ class Controller:
         )
 
     def _tell_queued(self, now: float) -> float:
-        """Once a wake: the server or a locale pod waits for Kueue's admission (WakeQueued, with Kueue's reason).
+        """Once per gated pod: the release waits for Kueue's admission. Event Queued on that pod (the server pod:
+        the one `kubectl describe` is run on) and, during a wake, WakeQueued on the gate's, with Kueue's reason.
         Kueue states it a moment after the pods appear, which changes no pod: the Workload is read again after
         QUEUE_LOOK_SECONDS, at most QUEUE_LOOKS times, then told as it is. Returns the seconds until the next look."""
-        if self._queue is None or self._queue_told or (pod := self._queue.gated(self.view.workload())) is None:
+        if self._queue is None or (pod := self._queue.gated(self.view.workload())) is None:
             return MAX_STEP_SECONDS
+        if pod.uid == self._queue_told:
+            return MAX_STEP_SECONDS
+        if pod.uid != self._queue_looking:
+            self._queue_looking, self._queue_looks, self._queue_next_look = pod.uid, 0, 0.0
         if now < self._queue_next_look:
             return self._queue_next_look - now
         self._queue_looks += 1
@@ -631,9 +645,13 @@ class Controller:
             log.info("%s (look %d/%d)", waiting.text, self._queue_looks, QUEUE_LOOKS)
             self._queue_next_look = now + QUEUE_LOOK_SECONDS
             return QUEUE_LOOK_SECONDS
-        self._queue_told = True
-        self._events.emit(Reason.WAKE_QUEUED, f"{waiting.text}; held requests wait for the admission until the wake "
-                          f"deadline ({self._s.wake_timeout:g} s after the wake)")  # fmt: skip
+        self._queue_told = pod.uid
+        log.info("%s", waiting.text)
+        ref = PodRef(namespace=pod.namespace or self._s.namespace, name=pod.name, uid=pod.uid)
+        self._events.regarding(ref).emit(Reason.QUEUED, waiting.text)
+        if self.phase is Phase.WAKING:
+            self._events.emit(Reason.WAKE_QUEUED, f"{waiting.text}; held requests wait for the admission until the "
+                              f"wake deadline ({self._s.wake_timeout:g} s after the wake)")  # fmt: skip
         return MAX_STEP_SECONDS
 
     def _not_ready_reason(self) -> str:

@@ -62,6 +62,8 @@ class Reason(StrEnum):
     # the release scaled to 0 had its Workload deleted, so its quota is free for the queue
     WAKE_QUEUED = "WakeQueued"
     QUOTA_RELEASED = "QuotaReleased"
+    # with Kueue, on the gated server pod itself: the release waits in its LocalQueue, with Kueue's reason
+    QUEUED = "Queued"
     # the gate's health check: the server's request loop stopped answering (its pod is deleted for a relaunch),
     # and answers again
     SERVER_UNRESPONSIVE = "ServerUnresponsive"
@@ -134,6 +136,10 @@ class EventRecorder:
             log.info("event %s on pod %s was already recorded (%s)", reason.value, self._pod.name, once_as)
         except Exception as exc:  # noqa: BLE001 - an Event is a nicety; never let it fail the launch
             log.warning("could not emit event %s on pod %s: %s", reason.value, self._pod.name, exc)
+
+    def regarding(self, pod: PodRef) -> EventRecorder:
+        """A recorder of Events on another pod, through the same API."""
+        return EventRecorder(self._api, pod)
 
     @contextlib.contextmanager
     def on_error(self, reason: Reason, *, of: type[BootstrapError] = BootstrapError) -> Iterator[None]:
