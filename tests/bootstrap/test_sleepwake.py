@@ -567,13 +567,22 @@ def group(*, uid: str = "", **kwargs: Any) -> tuple[PodInfo, ...]:
     )
 
 
-def test_a_sleep_through_kueue_deletes_the_workload_of_the_held_pods_once_and_says_the_quota_is_free() -> None:
-    ctl, api, clock = build_kueue()
-    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
+def idle_until(ctl: Controller, clock: FakeClock, *, asleep: bool) -> None:
+    """An awake release of three pods goes idle: scaled to 0 (DRAINING), and with `asleep` its pods gone too."""
     ctl.on_pods(listing(*group(), gate_pod()))
     ctl.step()
     clock.advance(61)
     ctl.step()
+    if asleep:
+        ctl.on_pods(listing(gate_pod()))
+        ctl.step()
+        assert phase_of(ctl) is Phase.ASLEEP
+
+
+def test_a_sleep_through_kueue_deletes_the_workload_of_the_held_pods_once_and_says_the_quota_is_free() -> None:
+    ctl, api, clock = build_kueue()
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
+    idle_until(ctl, clock, asleep=False)
     assert phase_of(ctl) is Phase.DRAINING and api.replicas == {SERVER: 0, LOCALE: 0}
     assert ("ns", "r-arkouda-group") in api.kueue_workloads  # nothing is held yet: the pods are not deleting
     ctl.on_pods(listing(*group(**HELD), gate_pod()))
@@ -595,10 +604,7 @@ def test_a_sleep_through_kueue_deletes_the_workload_of_the_held_pods_once_and_sa
 
 def test_only_the_workload_that_owns_the_held_pods_is_deleted() -> None:
     ctl, api, clock = build_kueue()
-    ctl.on_pods(listing(*group(), gate_pod()))
-    ctl.step()
-    clock.advance(61)
-    ctl.step()
+    idle_until(ctl, clock, asleep=False)
     api.kueue_workloads[("ns", "r-arkouda-group")] = {"s-next", "l0-next"}  # the group's next Workload
     ctl.on_pods(listing(*group(**HELD), gate_pod()))
     ctl.step()
@@ -608,12 +614,7 @@ def test_only_the_workload_that_owns_the_held_pods_is_deleted() -> None:
 
 def test_a_queued_wake_says_kueues_reason_and_its_client_and_wake_timeout_name_the_queue() -> None:
     ctl, api, clock = build_kueue()
-    ctl.on_pods(listing(*group(), gate_pod()))
-    ctl.step()
-    clock.advance(61)
-    ctl.step()
-    ctl.on_pods(listing(gate_pod()))
-    ctl.step()
+    idle_until(ctl, clock, asleep=True)
     assert phase_of(ctl) is Phase.ASLEEP
     client = FakeRequest(received_at=clock())
     ctl.request_arrived(client)
@@ -662,10 +663,7 @@ def test_a_workload_that_cannot_be_read_still_gives_the_client_an_answer_naming_
 def test_a_refused_workload_delete_is_tried_again_and_a_missing_rbac_verb_ends_the_gate() -> None:
     ctl, api, clock = build_kueue()
     api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
-    ctl.on_pods(listing(*group(), gate_pod()))
-    ctl.step()
-    clock.advance(61)
-    ctl.step()
+    idle_until(ctl, clock, asleep=False)
     ctl.on_pods(listing(*group(**HELD), gate_pod()))
     api.fail_next["delete_kueue_workload"] = [BootstrapError("workloads.kueue.x-k8s.io is being replaced")]
     assert ctl.step() == pytest.approx(5)
@@ -673,10 +671,7 @@ def test_a_refused_workload_delete_is_tried_again_and_a_missing_rbac_verb_ends_t
     ctl.step()
     assert ("ns", "r-arkouda-group") not in api.kueue_workloads
     ctl2, api2, clock2 = build_kueue()
-    ctl2.on_pods(listing(*group(), gate_pod()))
-    ctl2.step()
-    clock2.advance(61)
-    ctl2.step()
+    idle_until(ctl2, clock2, asleep=False)
     ctl2.on_pods(listing(*group(**HELD), gate_pod()))
     api2.fail_with["delete_kueue_workload"] = ForbiddenError(
         verb="delete", resource="workloads.kueue.x-k8s.io", namespace="ns"
@@ -688,12 +683,7 @@ def test_a_refused_workload_delete_is_tried_again_and_a_missing_rbac_verb_ends_t
 
 def test_wake_queued_waits_a_few_looks_for_kueues_reason_and_then_says_what_it_knows() -> None:
     ctl, api, clock = build_kueue()
-    ctl.on_pods(listing(*group(), gate_pod()))
-    ctl.step()
-    clock.advance(61)
-    ctl.step()
-    ctl.on_pods(listing(gate_pod()))
-    ctl.step()
+    idle_until(ctl, clock, asleep=True)
     ctl.request_arrived(FakeRequest(received_at=clock()))
     ctl.step()
     gated = listing(*group(uid="2", ready=False, ip=None, phase="Pending", conditions=GATED), gate_pod())
@@ -714,12 +704,7 @@ def test_wake_queued_waits_a_few_looks_for_kueues_reason_and_then_says_what_it_k
     assert [c for c in api.calls if c[0] == "get_kueue_workload"] == [("get_kueue_workload", "r-arkouda-group")] * 3
     # a Workload Kueue never explains: told as it is after QUEUE_LOOKS reads, and no more reads for the Event
     ctl2, api2, clock2 = build_kueue()
-    ctl2.on_pods(listing(*group(), gate_pod()))
-    ctl2.step()
-    clock2.advance(61)
-    ctl2.step()
-    ctl2.on_pods(listing(gate_pod()))
-    ctl2.step()
+    idle_until(ctl2, clock2, asleep=True)
     ctl2.request_arrived(FakeRequest(received_at=clock2()))
     ctl2.step()
     ctl2.on_pods(gated)

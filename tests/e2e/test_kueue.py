@@ -145,3 +145,18 @@ def test_a_replaced_pod_kueue_holds_is_released_by_nodewatch(kube: Kube, ns: str
     print(f"{second} Ready again {time.monotonic() - t0:.1f}s after {victim} was deleted")
     assert next(p for p in pods if p.metadata.name == victim).metadata.uid != old_uid
     assert admitted(workload(custom, ns, second)), condition(workload(custom, ns, second), "Admitted")
+
+
+def test_helm_upgrade_refuses_another_group_while_the_pods_run(kube: Kube, ns: str) -> None:
+    """The chart's lookup of the locale StatefulSet: a running queued release keeps its queue and its size."""
+    _, second = RELEASES
+    if not all_ready(N)(kube.pods(ns, release_pods(second))):
+        pytest.skip(f"{second} is not running: a test above failed before it was Ready")
+    refused = helm("upgrade", second, str(CHART), "-n", ns, "--reuse-values", "--set", f"global.numLocales={N + 1}",
+                   timeout=120, check=False)  # fmt: skip
+    said = refused.stdout + refused.stderr
+    print(f"\nhelm upgrade to numLocales {N + 1}: exit {refused.returncode}: {said.strip()[-300:]}")
+    assert refused.returncode != 0, said
+    assert f'helm upgrade changes the Kueue pod group of release {second} while its pods run' in said, said
+    assert f'group size "{N}" -> "{N + 1}"' in said, said
+    assert all_ready(N)(kube.pods(ns, release_pods(second)))  # untouched
