@@ -282,10 +282,14 @@ class FakeKube:
         self._check("delete_config_map", name)
         return self.config_maps.pop((namespace, name), None) is not None
 
-    def delete_kueue_workload(self, *, namespace: str, name: str, owner_uid: str | None = None) -> bool:
+    def delete_kueue_workload(
+        self, *, namespace: str, name: str, owner_uid: str | None = None, uid: str | None = None
+    ) -> bool:
         self._check("delete_kueue_workload", name)
         owners = self.kueue_workloads.get((namespace, name))
         if owners is None or (owner_uid is not None and owner_uid not in owners):
+            return False
+        if uid is not None and uid != f"wl-{name}":
             return False
         del self.kueue_workloads[(namespace, name)]
         return True

@@ -144,8 +144,6 @@ def test_keygen_through_main(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == EXIT_USAGE and "exclude each other" in err
     code, _, err = run_main(["keygen", "--test-objects", "rel-arkouda-test"], env, capsys, api)
     assert code == EXIT_USAGE and "--test-objects (ARKOUDA_TEST_OBJECTS) needs --delete" in err
-    code, _, err = run_main(["keygen", "--kueue-workload", "rel-arkouda-group"], env, capsys, api)
-    assert code == EXIT_USAGE and "--kueue-workload (ARKOUDA_KUEUE_WORKLOAD) needs --delete" in err
     code, _, err = run_main(["keygen", "--delete", "--kueue-workload", "Not_A_Name"], env, capsys, api)
     assert code == EXIT_USAGE and "--kueue-workload (ARKOUDA_KUEUE_WORKLOAD)" in err
     code, _, err = run_main(["keygen", "--rotation-id", "not ok!"], env, capsys, api)

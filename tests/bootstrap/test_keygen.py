@@ -6,7 +6,7 @@ import pytest
 from arkouda_bootstrap.config import KeygenSettings
 from arkouda_bootstrap.errors import BootstrapError
 from arkouda_bootstrap.keygen import JOB_GONE_TIMEOUT_SECONDS, run_keygen
-from arkouda_bootstrap.kube.api import ForbiddenError
+from arkouda_bootstrap.kube.api import ForbiddenError, PodCondition
 from arkouda_bootstrap.ssh import keys
 from fakes import FakeKube, make_pod
 
@@ -236,3 +236,22 @@ def test_a_missing_rbac_verb_on_the_workload_is_named() -> None:
     )
     with pytest.raises(BootstrapError, match="^missing RBAC: delete workloads.kueue.x-k8s.io in namespace ns$"):
         run_keygen(api, d)
+
+
+def test_before_a_run_only_a_finished_workload_is_deleted() -> None:
+    """mpi job mode: the last run's finished group would take the next run's pods in and never ungate them."""
+    key = ("ns", "rel-arkouda-group")
+    k = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", kueue_workload=key[1])
+    running = FakeKube(kueue_workloads={key: {"uid-a"}})
+    running.kueue_conditions[key] = (PodCondition(type="Admitted", status="True"),)
+    assert run_keygen(running, k) == "created Secret rel-arkouda-ssh in namespace ns"
+    assert key in running.kueue_workloads  # admitted, not finished: a run goes on, its group stays
+    done = FakeKube(kueue_workloads={key: {"uid-a"}})
+    done.kueue_conditions[key] = (PodCondition(type="Finished", status="True", reason="Succeeded"),)
+    assert run_keygen(done, k) == (
+        "created Secret rel-arkouda-ssh in namespace ns; Kueue Workload rel-arkouda-group of the last run "
+        "(Succeeded) deleted"
+    )
+    assert key not in done.kueue_workloads
+    assert ("delete_kueue_workload", "rel-arkouda-group") in done.calls
+    assert run_keygen(FakeKube(), k) == "created Secret rel-arkouda-ssh in namespace ns"  # none yet, or no Kueue

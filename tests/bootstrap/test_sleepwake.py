@@ -729,3 +729,44 @@ def test_a_release_queued_at_install_gets_queued_on_its_server_pod_once_and_no_w
     assert len(queued) == 1 and queued[0].pod.name == f"{SERVER}-0" and queued[0].pod.uid == "s"
     assert NO_QUOTA in queued[0].message and "LocalQueue arkouda" in queued[0].message
     assert "WakeQueued" not in reasons(api) and phase_of(ctl) is Phase.AWAKE
+
+
+def test_a_wake_before_the_watch_showed_the_old_pods_deleting_still_deletes_their_workload() -> None:
+    ctl, api, clock = build_kueue()
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
+    idle_until(ctl, clock, asleep=False)
+    ctl.request_arrived(FakeRequest(received_at=clock()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.WAKING
+    ctl.on_pods(listing(*group(**HELD), gate_pod()))  # the old pods, deleting, kept by Kueue's finalizer
+    ctl.step()
+    assert ("ns", "r-arkouda-group") not in api.kueue_workloads
+    assert reasons(api).count("QuotaReleased") == 1
+
+
+def test_requests_that_outlived_their_deadline_in_an_api_outage_are_answered_and_wake_nothing() -> None:
+    ctl, api, clock, _ = build()
+    asleep(api, ctl, clock)
+    client = FakeRequest(received_at=clock())
+    ctl.request_arrived(client)
+    api.fail_with["set_replicas"] = ApiUnavailableError("connection refused")
+    ctl.step()  # the wake's scale-up fails: the API is away
+    clock.advance(150)
+    del api.fail_with["set_replicas"]
+    ctl.step()
+    assert len(client.failed) == 1 and "not Ready after 100 s" in client.failed[0]
+    assert phase_of(ctl) is Phase.ASLEEP and "WakeTimeout" not in reasons(api) and "Waking" not in reasons(api)
+
+
+def test_an_admitted_group_whose_gates_are_being_removed_is_not_told_queued() -> None:
+    ctl, api, _ = build_kueue()
+    api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
+    api.kueue_conditions[("ns", "r-arkouda-group")] = (
+        PodCondition(type="QuotaReserved", status="True"),
+        PodCondition(type="Admitted", status="True"),
+    )
+    ctl.on_pods(listing(*group(ready=False, ip=None, phase="Pending", conditions=GATED), gate_pod()))
+    ctl.step()
+    ctl.step()
+    assert "Queued" not in reasons(api) and "WakeQueued" not in reasons(api)
+    assert [c for c in api.calls if c[0] == "get_kueue_workload"] == [("get_kueue_workload", "r-arkouda-group")]

@@ -159,15 +159,21 @@ def test_a_gated_pod_is_queued_in_kueues_words() -> None:
     )
 
 
-def test_not_queued_without_a_queue_or_a_gate_and_an_unreadable_workload_is_said() -> None:
+def test_not_queued_without_a_queue_or_a_gate_or_before_kueue_judged() -> None:
     kube = load("helm_test_kube")
-    get = api_double({WORKLOAD: OSError("HTTP Error 403: Forbidden")})
-    assert kube.queue_reason(get, ns="ns", pod=pod("p"), environ={}) is None
+    assert kube.queue_reason(api_double({}), ns="ns", pod=pod("p"), environ={}) is None
     scheduled = pod("p", reason="", status="True")
-    assert kube.queue_reason(get, ns="ns", pod=scheduled, environ=QUEUED_ENV) is None
-    line = kube.queue_reason(get, ns="ns", pod=pod("p"), environ=QUEUED_ENV)
-    assert line is not None
-    assert "the Workload could not be read: HTTP Error 403: Forbidden" in line
+    assert kube.queue_reason(api_double({}), ns="ns", pod=scheduled, environ=QUEUED_ENV) is None
+    # no Workload yet (Kueue makes it once every pod of the group exists): wait, as for any start
+    not_yet = api_double({WORKLOAD: OSError("HTTP Error 404: Not Found")})
+    assert kube.queue_reason(not_yet, ns="ns", pod=pod("p"), environ=QUEUED_ENV) is None
+    # admitted, the gates not removed yet: about to start, not queued
+    admitted = {"status": {"conditions": [{"type": "QuotaReserved", "status": "True"},
+                                          {"type": "Admitted", "status": "True"}]}}  # fmt: skip
+    assert kube.queue_reason(api_double({WORKLOAD: admitted}), ns="ns", pod=pod("p"), environ=QUEUED_ENV) is None
+    # made, not tried yet
+    untried = api_double({WORKLOAD: {"status": {}}})
+    assert kube.queue_reason(untried, ns="ns", pod=pod("p"), environ=QUEUED_ENV) is None
     # a server pod that does not exist (a sleeping release) is not a queued one
     missing = api_double({"/api/v1/namespaces/ns/pods/r-arkouda-server-0": OSError("HTTP Error 404: Not Found")})
     assert kube.server_pod_queue_reason(missing, ns="ns", pod_name="r-arkouda-server-0", environ=QUEUED_ENV) is None

@@ -16,14 +16,16 @@ CHART = REPO / "charts" / "arkouda"
 README = CHART / "README.md"
 SECTION = "## RBAC\n"
 RELEASE = "ak"
+QUEUE_AND_IDLE = ["--set", "global.scheduling.queueName=q", "--set", "global.idle.enabled=true"]
+QUEUE_AND_JOB = ["--set", "global.scheduling.queueName=q", "--set", "global.mode=mpi", "--set", "server.mpi.runMode=job"]
 # what each mode adds to the default render ("defaults")
 MODES: dict[str, list[str]] = {
     "defaults": [],
     "`server.mpi.runMode: job`": ["--set", "global.mode=mpi", "--set", "server.mpi.runMode=job"],
     "`global.idle.enabled`": ["--set", "global.idle.enabled=true"],
     "`global.scheduling.queueName`": ["--set", "global.scheduling.queueName=q"],
-    "`global.scheduling.queueName` and `global.idle.enabled`": [
-        "--set", "global.scheduling.queueName=q", "--set", "global.idle.enabled=true"],
+    "`global.scheduling.queueName` and `global.idle.enabled`": QUEUE_AND_IDLE,
+    "`server.mpi.runMode: job` and `global.scheduling.queueName`": QUEUE_AND_JOB,
 }
 Row = tuple[str, str, str, str, str, str]  # role, when, API group, resources, names, verbs
 

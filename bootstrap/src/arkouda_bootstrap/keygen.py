@@ -68,6 +68,28 @@ def run_keygen(api: KubeApi, settings: KeygenSettings) -> str:
                 f"run `kubectl -n {ns} delete secret {name} --ignore-not-found`"
             )
         return "; ".join(deleted)
+    finished = _delete_finished_workload(api, namespace=ns, name=settings.kueue_workload)
+    summary = _keys(api, settings)
+    return f"{summary}; {finished}" if finished else summary
+
+
+def _delete_finished_workload(api: KubeApi, *, namespace: str, name: str | None) -> str | None:
+    """mpi job mode through Kueue, before a run: the last run's group is Finished and its Workload stays while the
+    last launcher pod (its owner) does; Kueue would take the next run's pods into that finished group and never
+    ungate them. A finished Workload is deleted (Kueue then only drops its finalizers), any other one is left."""
+    if name is None:
+        return None
+    workload = api.get_kueue_workload(namespace=namespace, name=name)
+    finished = workload.condition("Finished") if workload is not None else None
+    if workload is None or workload.deleting or finished is None or finished.status != "True":
+        return None
+    gone = api.delete_kueue_workload(namespace=namespace, name=name, uid=workload.uid)
+    return f"Kueue Workload {name} of the last run ({finished.reason or 'Finished'}) {'deleted' if gone else 'gone'}"
+
+
+def _keys(api: KubeApi, settings: KeygenSettings) -> str:
+    ns, name = settings.namespace, settings.secret_name
+    where = f"Secret {name} in namespace {ns}"
     existing = api.get_secret(namespace=ns, name=name)
     labels = secret_labels(settings.release)
     rotation = settings.rotation_id

@@ -49,24 +49,30 @@ def gated(pod: Mapping[str, Any]) -> bool:
 
 
 def queue_reason(get: Get, *, ns: str, pod: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
-    """With a queue (KUEUE_WORKLOAD, KUEUE_QUEUE) and `pod` gated: the one line saying the release is queued, with
-    Kueue's reason (the Workload's QuotaReserved message); None otherwise."""
+    """With a queue (KUEUE_WORKLOAD, KUEUE_QUEUE), `pod` gated and Kueue's word that it cannot admit the group (its
+    Workload's QuotaReserved=False with a reason): the one line saying the release is queued. None otherwise: no
+    queue, not gated, or a moment Kueue has not judged yet (no Workload before every pod of the group exists, or
+    admitted with the gates still being removed): the test then waits as for any release that starts."""
     workload, queue = environ.get("KUEUE_WORKLOAD", ""), environ.get("KUEUE_QUEUE", "")
     if not workload or not gated(pod):
         return None
-    name = pod["metadata"]["name"]
-    where = f"the release is queued in LocalQueue {queue} (Kueue Workload {workload}; pod {name} gated)"
     try:
         found = json.loads(get(WORKLOADS.format(namespace=ns, name=workload)))
-    except (OSError, ValueError) as exc:
-        return f"{where}; the Workload could not be read: {exc}"
+    except (OSError, ValueError):
+        return None
+    conditions = (found.get("status") or {}).get("conditions") or []
+    if any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions):
+        return None
     why = next(
-        (c.get("message") or c.get("reason") for c in (found.get("status") or {}).get("conditions") or []
+        (c.get("message") or c.get("reason") for c in conditions
          if c.get("type") == "QuotaReserved" and c.get("status") == "False"),
         None,
     )  # fmt: skip
-    later = f"it starts once Kueue admits it (kubectl describe workload {workload})"
-    return f"{where}: {why or 'not admitted yet'}; {later}"
+    if not why:
+        return None
+    name = pod["metadata"]["name"]
+    where = f"the release is queued in LocalQueue {queue} (Kueue Workload {workload}; pod {name} gated)"
+    return f"{where}: {why}; it starts once Kueue admits it (kubectl describe workload {workload})"
 
 
 def server_pod_queue_reason(get: Get, *, ns: str, pod_name: str, environ: Mapping[str, str]) -> str | None:

@@ -99,3 +99,13 @@ arkouda.checkpointSizeChange: at a helm upgrade that changes global.numLocales w
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{- /*
+arkouda.kueueJobMode: "true" in mpi job mode (server.mpi.runMode job) with global.scheduling.queueName: the Job's
+launcher and the locales are one Kueue pod group that finishes with each run (keygen deletes the finished
+Workload before the next run; nodewatch deletes none).
+*/}}
+{{- define "arkouda.kueueJobMode" -}}
+{{- $serverJob := and (eq .Values.global.mode "mpi") (eq (default "" ((.Values.server).mpi).runMode) "job") -}}
+{{- if and .Values.global.scheduling.queueName $serverJob }}true{{ end -}}
+{{- end -}}

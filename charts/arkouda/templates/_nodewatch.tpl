@@ -42,8 +42,7 @@ a whole once the launcher ended and the locales were scaled to 0 (kueue.x-k8s.io
 the launcher), and a Workload deleted before that would make Kueue delete the finished launcher pod and its log.
 */}}
 {{- define "arkouda.nodewatchKueueWorkload" -}}
-{{- $serverJob := and (eq .Values.global.mode "mpi") (eq (default "" ((.Values.server).mpi).runMode) "job") -}}
-{{- if and .Values.global.scheduling.queueName (not $serverJob) -}}
+{{- if and .Values.global.scheduling.queueName (not (include "arkouda.kueueJobMode" .)) -}}
 {{- include "arkouda-common.podGroupName" . -}}
 {{- end -}}
 {{- end -}}

@@ -77,10 +77,11 @@ KEYGEN = [
         "--kueue-workload",
         "ARKOUDA_KUEUE_WORKLOAD",
         "with --delete: first delete the release's Kueue Workload of this name (its pod group): Kueue keeps the "
-        "group's pods and its quota until the Workload is gone",
+        "group's pods and its quota until the Workload is gone; without (mpi job mode, before a run): delete it "
+        "only if Kueue finished it, else the next run's pods would join the finished group and stay gated",
         unset="(none)",
-        doc="with `--delete`: first delete the release's Kueue Workload of this name (its pod group): Kueue keeps "
-        "the group's pods and its quota until the Workload is gone",
+        doc="the release's Kueue Workload: with `--delete` deleted (Kueue keeps the group's pods and quota until it "
+        "is gone); without, deleted only if Kueue finished it (the last mpi job mode run's group)",
     ),
 ]
 
@@ -109,8 +110,6 @@ def keygen_settings(v: Values, *, namespace: str) -> KeygenSettings:
         keygen_job = config.parse_name(keygen_job, flag=kj.flag, env=kj.env)
     workload, kw = v.raw("kueue_workload"), v.opt("kueue_workload")
     if workload:
-        if not delete:
-            raise UsageError(f"{kw.source} needs {v.opt('delete').flag} (it is part of the uninstall clean-up)")
         workload = config.parse_name(workload, flag=kw.flag, env=kw.env)
     return KeygenSettings(
         namespace=namespace,

@@ -28,7 +28,9 @@ SCHEDULING_GATED = "SchedulingGated"
 class QueueApi(Protocol):
     def get_kueue_workload(self, *, namespace: str, name: str) -> WorkloadInfo | None: ...
 
-    def delete_kueue_workload(self, *, namespace: str, name: str, owner_uid: str | None = None) -> bool: ...
+    def delete_kueue_workload(
+        self, *, namespace: str, name: str, owner_uid: str | None = None, uid: str | None = None
+    ) -> bool: ...
 
 
 @dataclass
@@ -90,7 +92,7 @@ class KueueGroup:
             return Waiting(f"{where}: Kueue has not made the Workload yet", said=False)
         reserved, admitted = workload.condition("QuotaReserved"), workload.condition("Admitted")
         if admitted is not None and admitted.status == "True":
-            return Waiting(f"{where}: admitted, the gates are being removed", said=True)
+            return Waiting(f"{where}: admitted, the gates are being removed", said=True, admitted=True)
         if reserved is not None and reserved.status == "False" and (reserved.message or reserved.reason):
             return Waiting(f"{where}: {reserved.message or reserved.reason}", said=True)
         return Waiting(f"{where}: not admitted yet", said=False)
@@ -100,3 +102,4 @@ class KueueGroup:
 class Waiting:
     text: str
     said: bool  # Kueue's own reason (or its admission) is in `text`
+    admitted: bool = False  # not queued after all: Kueue admitted the group, the gates are being removed

@@ -370,6 +370,7 @@ class Controller:
                 return self._expire_held(now, self._op_deadline - now)
             self._op_timed_out(now)
         if self.phase is Phase.WAKING:
+            self._release_queue()  # a wake that came before the watch showed the old pods deleting
             server = self.view.server()
             if server is not None and server.ready:
                 self.phase = Phase.AWAKE
@@ -385,13 +386,7 @@ class Controller:
                 return self._expire_held(now, min(self._tell_queued(now), self._wake_deadline - now))
         if self.phase is Phase.AWAKE:
             return self._awake(now)
-        if self._queue is not None and self._queue.release(self.view.workload()) and not self._quota_told:
-            self._quota_told = True
-            self._events.emit(
-                Reason.QUOTA_RELEASED,
-                f"scaled to 0: deleted Kueue Workload {self._queue.workload}, so what it held in LocalQueue "
-                f"{self._queue.queue} is free now (Kueue keeps a group's deleted pods, and its quota, otherwise)",
-            )
+        self._release_queue()
         if self.phase is Phase.DRAINING and self.view.cache.listed and not self.view.workload():
             self.phase = Phase.ASLEEP
             self._events.emit(
@@ -401,6 +396,11 @@ class Controller:
             )
         if self.held or self._wake_requested:
             if self._wake_requested or now >= self._backoff_until:
+                # requests that waited out their deadline meanwhile (an API outage) are answered first: the wake's
+                # deadline counts from the oldest one left
+                self._expire_held(now, 0.0)
+                if not self.held and not self._wake_requested:
+                    return MAX_STEP_SECONDS
                 why = "wake requested" if self._wake_requested and not self.held else "client request"
                 self._wake(self._wake_due(now), why)
                 return self._wake_deadline - now
@@ -626,6 +626,18 @@ class Controller:
             f"{self._s.num_locales - 1}; deadline {self._s.wake_timeout:g} s",
         )
 
+    def _release_queue(self) -> None:
+        """With Kueue: delete the Workload of the pods this gate scaled away (Event QuotaReleased once per scale to
+        0): Kueue keeps a group's deleted pods, and its quota or its place in the queue, until it is gone."""
+        if self._queue is None or not self._queue.release(self.view.workload()) or self._quota_told:
+            return
+        self._quota_told = True
+        self._events.emit(
+            Reason.QUOTA_RELEASED,
+            f"scaled to 0: deleted Kueue Workload {self._queue.workload}; its place in LocalQueue {self._queue.queue}, "
+            "and the quota it held if it was admitted, are free now (Kueue keeps a group's deleted pods otherwise)",
+        )
+
     def _tell_queued(self, now: float) -> float:
         """Once per gated pod: the release waits for Kueue's admission. Event Queued on that pod (the server pod:
         the one `kubectl describe` is run on) and, during a wake, WakeQueued on the gate's, with Kueue's reason.
@@ -641,6 +653,9 @@ class Controller:
             return self._queue_next_look - now
         self._queue_looks += 1
         waiting = self._queue.waiting(pod)
+        if waiting.admitted:  # the gates are being removed: not queued, nothing to tell
+            self._queue_told = pod.uid
+            return MAX_STEP_SECONDS
         if not waiting.said and self._queue_looks < QUEUE_LOOKS:
             log.info("%s (look %d/%d)", waiting.text, self._queue_looks, QUEUE_LOOKS)
             self._queue_next_look = now + QUEUE_LOOK_SECONDS

@@ -259,10 +259,13 @@ class KubeApi(ScaleApi, Protocol):
         still does after `timeout_seconds`."""
         ...
 
-    def delete_kueue_workload(self, *, namespace: str, name: str, owner_uid: str | None = None) -> bool:
+    def delete_kueue_workload(
+        self, *, namespace: str, name: str, owner_uid: str | None = None, uid: str | None = None
+    ) -> bool:
         """Delete a Kueue Workload (kueue.x-k8s.io/v1beta2); False when it, or Kueue's API, does not exist. With
         `owner_uid`, only the Workload that lists that pod among its owners, by its own uid (RBAC: get too): Kueue
-        reuses the name for the group's next Workload, which must not be deleted on an old pod's account."""
+        reuses the name for the group's next Workload, which must not be deleted on an old pod's account. With
+        `uid`, only the Workload of that uid (one read before)."""
         ...
 
     def get_kueue_workload(self, *, namespace: str, name: str) -> WorkloadInfo | None:
@@ -685,13 +688,17 @@ class KubernetesApi:
         call = self._core.delete_namespaced_config_map
         return self._call("delete configmaps", namespace, call, name, namespace, missing_ok=True) is not None
 
-    def delete_kueue_workload(self, *, namespace: str, name: str, owner_uid: str | None = None) -> bool:
+    def delete_kueue_workload(
+        self, *, namespace: str, name: str, owner_uid: str | None = None, uid: str | None = None
+    ) -> bool:
         from kubernetes.client import CustomObjectsApi
 
         custom = CustomObjectsApi(self._client)
         args = (KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name)
         kwargs: dict[str, Any] = {}
-        if owner_uid is not None:
+        if uid is not None:
+            kwargs["body"] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        elif owner_uid is not None:
             found = self._call(f"get workloads.{KUEUE_GROUP}", namespace, custom.get_namespaced_custom_object,
                                *args, missing_ok=True)  # fmt: skip
             if found is None:

@@ -50,22 +50,25 @@ drops its finalizers and frees the quota, the launcher pod and its log stay) ins
 {{- end -}}
 
 {{- /*
-arkouda-common.kueueUpgradeCheck: on `helm upgrade`, fails when the release's locale StatefulSet has pods and its
-pod template's Kueue group (queue name, group size) differs from this render's: the rolled pods would belong to
-another group than the running ones (Kueue refuses a group whose pods disagree, and keeps its finalizer on the old
-ones), so the release would stop and not come back. A sleeping release (no pod) may change both. lookup is empty
-under `helm template` and --dry-run, so the check only runs against a cluster. Renders nothing.
+arkouda-common.kueueUpgradeCheck: on `helm upgrade`, fails when a StatefulSet of the release (server or locales)
+has pods and its pod template's Kueue group (queue name, group size) differs from this render's: the rolled pods
+would belong to another group than the running ones (Kueue refuses a group whose pods disagree, and keeps its
+finalizer on the old ones), so the release would stop and not come back. A sleeping release (no pod) may change
+both, and so may mpi job mode between runs (its locales at 0; no server StatefulSet). lookup is empty under `helm
+template` and --dry-run, so the check only runs against a cluster. Renders nothing.
 */}}
 {{- define "arkouda-common.kueueUpgradeCheck" -}}
-{{- $live := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "arkouda-common.localeName" .) }}
+{{- $queue := .Values.global.scheduling.queueName }}
+{{- $size := ternary (.Values.global.numLocales | toString) "" (ne $queue "") }}
+{{- range $name := list (include "arkouda-common.serverName" $) (include "arkouda-common.localeName" $) }}
+{{- $live := lookup "apps/v1" "StatefulSet" $.Release.Namespace $name }}
 {{- if and $live (gt (int ((($live).status).replicas | default 0)) 0) }}
 {{- $meta := (($live.spec).template).metadata | default dict }}
 {{- $was := index ($meta.labels | default dict) "kueue.x-k8s.io/queue-name" | default "" }}
 {{- $wasSize := index ($meta.annotations | default dict) "kueue.x-k8s.io/pod-group-total-count" | default "" }}
-{{- $queue := .Values.global.scheduling.queueName }}
-{{- $size := ternary (.Values.global.numLocales | toString) "" (ne $queue "") }}
 {{- if or (ne $was $queue) (ne $wasSize $size) }}
-{{- fail (printf "helm upgrade changes the Kueue pod group of release %s while its pods run (global.scheduling.queueName %q -> %q, group size %q -> %q): the new pods would belong to another group than the running ones and Kueue would admit neither; uninstall and install again, or upgrade while the release sleeps (global.idle)" .Release.Name $was $queue $wasSize $size) }}
+{{- fail (printf "helm upgrade changes the Kueue pod group of release %s while its pods run (global.scheduling.queueName %q -> %q, group size %q -> %q): the new pods would belong to another group than the running ones and Kueue would admit neither; uninstall and install again, or upgrade while the release sleeps (global.idle)" $.Release.Name $was $queue $wasSize $size) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end -}}
