@@ -17,11 +17,12 @@ README = CHART / "README.md"
 SECTION = "## RBAC\n"
 RELEASE = "ak"
 QUEUE_AND_IDLE = ["--set", "global.scheduling.queueName=q", "--set", "global.idle.enabled=true"]
-QUEUE_AND_JOB = ["--set", "global.scheduling.queueName=q", "--set", "global.mode=mpi", "--set", "server.mpi.runMode=job"]
+JOB = ["--set", "global.mode=mpi", "--set", "server.mpi.runMode=job"]
+QUEUE_AND_JOB = ["--set", "global.scheduling.queueName=q", *JOB]
 # what each mode adds to the default render ("defaults")
 MODES: dict[str, list[str]] = {
     "defaults": [],
-    "`server.mpi.runMode: job`": ["--set", "global.mode=mpi", "--set", "server.mpi.runMode=job"],
+    "`server.mpi.runMode: job`": JOB,
     "`global.idle.enabled`": ["--set", "global.idle.enabled=true"],
     "`global.scheduling.queueName`": ["--set", "global.scheduling.queueName=q"],
     "`global.scheduling.queueName` and `global.idle.enabled`": QUEUE_AND_IDLE,
