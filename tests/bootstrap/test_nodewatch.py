@@ -29,6 +29,7 @@ from arkouda_bootstrap.kube.podwatch import ChunkEnded
 from arkouda_bootstrap.nodewatch import (
     KUEUE_FINALIZER,
     KUEUE_SETTLE_SECONDS,
+    KUEUE_STRANDED_SECONDS,
     MARK_SETTLE_SECONDS,
     UNCLAIMED_SECONDS,
     NodeWatchSettings,
@@ -594,6 +595,40 @@ def test_a_refused_workload_delete_is_retried_at_the_next_check() -> None:
     assert kube.kueue_workloads and kube.created_events == []
     reaper.reap_due()
     assert not kube.kueue_workloads and [e.reason for e in kube.created_events] == ["KueueWorkloadDeleted"]
+
+
+GATED = (PodCondition(type="PodScheduled", status="False", reason="SchedulingGated"),)
+
+
+def test_a_pod_kueue_left_gated_while_its_group_runs_makes_nodewatch_delete_the_workload() -> None:
+    # Kueue v0.19 admitted the recreated group and missed one pod's gate (its predecessor was still terminating)
+    stranded = make_pod(f"{LOCALE}-0", phase="Pending", ip=None, conditions=GATED, uid="new-0")
+    running = replace(make_pod(f"{LOCALE}-1", uid="new-1"), node_name="node-a")
+    reaper, kube, clock = kueue_reaper(stranded, running)
+    clock.advance(KUEUE_STRANDED_SECONDS - 1)
+    reaper.observe(ChunkEnded(resource_version="1"))
+    reaper.reap_due()
+    assert ("delete_kueue_workload", GROUP) not in kube.calls  # Kueue ungates within a second, normally
+    clock.advance(1)
+    reaper.observe(ChunkEnded(resource_version="1"))
+    reaper.reap_due()
+    assert not kube.kueue_workloads
+    [event] = kube.created_events
+    assert (event.reason, event.pod.name) == ("KueueWorkloadDeleted", f"{LOCALE}-0")
+    assert f"still gated 30s while {LOCALE}-1 of its group runs on node-a" in event.message
+    clock.advance(60)
+    reaper.reap_due()
+    assert kube.calls.count(("delete_kueue_workload", GROUP)) == 1
+
+
+def test_a_group_waiting_in_its_queue_is_left_alone_however_long() -> None:
+    # every pod gated: the group is queued, not stranded
+    pods = [make_pod(f"{LOCALE}-{i}", phase="Pending", ip=None, conditions=GATED, uid=f"q-{i}") for i in range(2)]
+    reaper, kube, clock = kueue_reaper(*pods)
+    clock.advance(3600)
+    reaper.observe(ChunkEnded(resource_version="1"))
+    reaper.reap_due()
+    assert ("delete_kueue_workload", GROUP) not in kube.calls and kube.created_events == []
 
 
 def test_the_pod_finalizers_are_read_from_the_api_object() -> None:

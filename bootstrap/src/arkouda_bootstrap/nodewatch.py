@@ -67,6 +67,13 @@ KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
 # Seconds an ended pod held only by Kueue's finalizer is left before its Workload is deleted: Kueue removes the
 # finalizer itself when it can (a replacement already exists, the group finished), within its next reconcile.
 KUEUE_SETTLE_SECONDS = 5.0
+# Seconds a pod of an admitted group may stay gated while another pod of the group runs: Kueue removes the gates
+# of all of a group's pods at its admission, within a second; v0.19 sometimes misses a recreated pod whose
+# predecessor of the same name was still being deleted, and that pod then waits forever.
+KUEUE_STRANDED_SECONDS = 30.0
+
+
+HELD = f", held by Kueue's finalizer {KUEUE_FINALIZER}, so its StatefulSet cannot recreate it"
 
 
 def unclaimed(pod: PodInfo) -> bool:
@@ -141,6 +148,7 @@ class Reaper:
         self._lost_nodes: dict[str, set[str]] = {}
         self._unclaimed_since: dict[str, float] = {}  # by uid: bound to a lost node, not taken by a kubelet
         self._kueue_done: set[str] = set()  # uids of pods for which the Workload was deleted
+        self._gated_since: dict[str, float] = {}  # by uid: when this process first saw the pod gated
 
     def observe(self, item: PodList | PodEvent | ChunkEnded) -> None:
         self._cache.apply(item)
@@ -169,6 +177,8 @@ class Reaper:
         self._unclaimed_since = {uid: t for uid, t in self._unclaimed_since.items() if uid in still}
         self._done &= live
         self._kueue_done &= live
+        gated = {p.uid for p in pods if p.gated and not p.deleting}
+        self._gated_since = {uid: self._gated_since.get(uid, now) for uid in gated}
         port = self._settings.ssh_port
         if self._liveness is not None and port is not None:
             self._liveness.retarget({p.name: Target(pod=p.name, address=p.pod_ip, port=port) for p in pods if p.pod_ip})
@@ -233,9 +243,32 @@ class Reaper:
                 continue
             age = now - self._deleting_since.get(pod.uid, now)
             if pod.phase in ("Succeeded", "Failed") and age >= KUEUE_SETTLE_SECONDS:
-                found.append((pod, f"it ended ({pod.phase}) {age:.0f}s ago"))
+                found.append((pod, f"it ended ({pod.phase}) {age:.0f}s ago{HELD}"))
             elif pod.uid in self._done:  # force-deleted here (a lost node): no kubelet will report it ended
-                found.append((pod, f"it was force-deleted and is still there {age:.0f}s after its deletion"))
+                found.append((pod, f"it was force-deleted and is still there {age:.0f}s after its deletion{HELD}"))
+        return found
+
+    def stranded_by_kueue(self) -> list[tuple[PodInfo, str]]:
+        """(pod, why) of every pod still gated KUEUE_STRANDED_SECONDS while another pod of the group was scheduled
+        (with kueue_workload only): Kueue admitted the group and missed this pod's gate."""
+        if self._settings.kueue_workload is None:
+            return []
+        pods = [p for p in self._cache.pods.values() if not p.deleting]
+        running = next((p for p in pods if p.node_name and not p.gated), None)
+        if running is None:
+            return []
+        now = self._clock()
+        found = []
+        for pod in pods:
+            since = self._gated_since.get(pod.uid)
+            if since is not None and now - since >= KUEUE_STRANDED_SECONDS and pod.uid not in self._kueue_done:
+                found.append(
+                    (
+                        pod,
+                        f"it is still gated {now - since:.0f}s while {running.name} of its group runs on "
+                        f"{running.node_name}: Kueue admitted the group and did not remove this pod's gate",
+                    )
+                )
         return found
 
     def settling(self) -> float | None:
@@ -288,7 +321,7 @@ class Reaper:
 
     def _release_kueue_group(self) -> None:
         """Delete the Workload when Kueue's finalizer holds a pod of the group (one delete for all such pods)."""
-        held = self.held_by_kueue()
+        held = self.held_by_kueue() + self.stranded_by_kueue()
         workload = self._settings.kueue_workload
         if not held or workload is None:
             return
@@ -305,8 +338,7 @@ class Reaper:
             self._kueue_done.add(pod.uid)
             done = "deleted" if deleted else "found already gone or replaced:"
             message = (
-                f"pod {pod.name}: {why}, held by Kueue's finalizer {KUEUE_FINALIZER}, so its StatefulSet cannot "
-                f"recreate it: {done} Kueue Workload {workload}; Kueue "
+                f"pod {pod.name}: {why}: {done} Kueue Workload {workload}; Kueue "
                 "deletes every pod of the group and admits the release again when they are recreated"
             )
             log.warning("%s", message)

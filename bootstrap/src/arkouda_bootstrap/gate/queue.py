@@ -21,8 +21,6 @@ from arkouda_bootstrap.kube.api import PodInfo, WorkloadInfo
 log = logging.getLogger(__name__)
 
 KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
-# the PodScheduled reason of a pod whose scheduling gates (Kueue's admission gate) are not all removed
-SCHEDULING_GATED = "SchedulingGated"
 
 
 class QueueApi(Protocol):
@@ -68,11 +66,7 @@ class KueueGroup:
     @staticmethod
     def gated(pods: Sequence[PodInfo]) -> PodInfo | None:
         """The first pod not scheduled because a scheduling gate (Kueue's admission) is still on it."""
-        for pod in pods:
-            cond = pod.condition("PodScheduled")
-            if not pod.deleting and cond is not None and cond.status == "False" and cond.reason == SCHEDULING_GATED:
-                return pod
-        return None
+        return next((pod for pod in pods if pod.gated and not pod.deleting), None)
 
     def waiting_reason(self, pod: PodInfo) -> str:
         """Why `pod` is not scheduled, in Kueue's words: the Workload's QuotaReserved message (e.g. `couldn't

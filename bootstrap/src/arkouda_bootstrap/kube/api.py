@@ -116,6 +116,12 @@ class PodInfo:
         return None
 
     @property
+    def gated(self) -> bool:
+        """Not scheduled because a scheduling gate (e.g. Kueue's admission) is still on it."""
+        cond = self.condition("PodScheduled")
+        return cond is not None and cond.status == "False" and cond.reason == "SchedulingGated"
+
+    @property
     def ready(self) -> bool:
         """Ready condition True, has an IP and is not being deleted."""
         cond = self.condition("Ready")
