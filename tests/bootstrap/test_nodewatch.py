@@ -600,35 +600,57 @@ def test_a_refused_workload_delete_is_retried_at_the_next_check() -> None:
 GATED = (PodCondition(type="PodScheduled", status="False", reason="SchedulingGated"),)
 
 
-def test_a_pod_kueue_left_gated_while_its_group_runs_makes_nodewatch_delete_the_workload() -> None:
-    # Kueue v0.19 admitted the recreated group and missed one pod's gate (its predecessor was still terminating)
-    stranded = make_pod(f"{LOCALE}-0", phase="Pending", ip=None, conditions=GATED, uid="new-0")
-    running = replace(make_pod(f"{LOCALE}-1", uid="new-1"), node_name="node-a")
-    reaper, kube, clock = kueue_reaper(stranded, running)
+def restarted_group(reaper: Reaper, kube: FakeKube, clock: FakeClock, *uids: str) -> None:
+    """After nodewatch deleted the Workload: the group's pods recreated, gated, and a new admitted Workload."""
+    for i, uid in enumerate(uids):
+        kube.pods[f"{LOCALE}-{i}"] = make_pod(f"{LOCALE}-{i}", phase="Pending", ip=None, conditions=GATED, uid=uid)
+    kube.kueue_workloads[("ns", GROUP)] = set(uids)
+    kube.kueue_conditions[("ns", GROUP)] = (PodCondition(type="Admitted", status="True"),)
+    reaper.observe(kube.list_pods(namespace="ns", selector=SETTINGS.selector))
+
+
+def test_pods_kueue_left_gated_after_the_groups_restart_make_nodewatch_restart_it_again() -> None:
+    # Kueue v0.19 admitted the recreated group and missed the gates of pods whose predecessors were terminating
+    reaper, kube, clock = kueue_reaper(held(f"{LOCALE}-1", phase="Succeeded"), make_pod(f"{LOCALE}-0"))
+    clock.advance(KUEUE_SETTLE_SECONDS)
+    reaper.reap_due()
+    assert [e.reason for e in kube.created_events] == ["KueueWorkloadDeleted"]  # the first restart
+    restarted_group(reaper, kube, clock, "new-0", "new-1")
     clock.advance(KUEUE_STRANDED_SECONDS - 1)
     reaper.observe(ChunkEnded(resource_version="1"))
     reaper.reap_due()
-    assert ("delete_kueue_workload", GROUP) not in kube.calls  # Kueue ungates within a second, normally
+    assert kube.kueue_workloads  # Kueue removes the gates within a second, normally
     clock.advance(1)
     reaper.observe(ChunkEnded(resource_version="1"))
     reaper.reap_due()
     assert not kube.kueue_workloads
-    [event] = kube.created_events
-    assert (event.reason, event.pod.name) == ("KueueWorkloadDeleted", f"{LOCALE}-0")
-    assert f"still gated 30s while {LOCALE}-1 of its group runs on node-a" in event.message
-    clock.advance(60)
-    reaper.reap_due()
-    assert kube.calls.count(("delete_kueue_workload", GROUP)) == 1
+    assert [e.pod.name for e in kube.created_events[1:]] == [f"{LOCALE}-0", f"{LOCALE}-1"]
+    assert "still gated 30s after its group's restart while Kueue Workload" in kube.created_events[-1].message
 
 
 def test_a_group_waiting_in_its_queue_is_left_alone_however_long() -> None:
-    # every pod gated: the group is queued, not stranded
+    # all gated, never restarted here: queued, which is Kueue's business (and no Workload is read for it)
     pods = [make_pod(f"{LOCALE}-{i}", phase="Pending", ip=None, conditions=GATED, uid=f"q-{i}") for i in range(2)]
     reaper, kube, clock = kueue_reaper(*pods)
     clock.advance(3600)
     reaper.observe(ChunkEnded(resource_version="1"))
     reaper.reap_due()
-    assert ("delete_kueue_workload", GROUP) not in kube.calls and kube.created_events == []
+    assert kube.created_events == []
+    assert not [c for c in kube.calls if c[0] in ("delete_kueue_workload", "get_kueue_workload")]
+
+
+def test_after_a_restart_a_queued_group_is_read_at_most_every_30s_and_left_alone() -> None:
+    reaper, kube, clock = kueue_reaper(held(f"{LOCALE}-1", phase="Succeeded"), make_pod(f"{LOCALE}-0"))
+    clock.advance(KUEUE_SETTLE_SECONDS)
+    reaper.reap_due()
+    restarted_group(reaper, kube, clock, "new-0", "new-1")
+    kube.kueue_conditions[("ns", GROUP)] = (PodCondition(type="QuotaReserved", status="False", reason="Pending"),)
+    for _ in range(24):  # two minutes of 5 s checks
+        clock.advance(5)
+        reaper.observe(ChunkEnded(resource_version="1"))
+        reaper.reap_due()
+    assert kube.kueue_workloads and len(kube.created_events) == 1
+    assert 3 <= len([c for c in kube.calls if c[0] == "get_kueue_workload"]) <= 4
 
 
 def test_the_pod_finalizers_are_read_from_the_api_object() -> None:

@@ -67,10 +67,12 @@ KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
 # Seconds an ended pod held only by Kueue's finalizer is left before its Workload is deleted: Kueue removes the
 # finalizer itself when it can (a replacement already exists, the group finished), within its next reconcile.
 KUEUE_SETTLE_SECONDS = 5.0
-# Seconds a pod of an admitted group may stay gated while another pod of the group runs: Kueue removes the gates
-# of all of a group's pods at its admission, within a second; v0.19 sometimes misses a recreated pod whose
-# predecessor of the same name was still being deleted, and that pod then waits forever.
+# After this process deleted the Workload (the group restarts): seconds a recreated pod may stay gated while Kueue
+# says the group is admitted (it removes the gates within a second of its admission; v0.19 sometimes misses pods
+# whose predecessors of the same name were still terminating, and they then wait forever), and how long after the
+# delete that is looked for.
 KUEUE_STRANDED_SECONDS = 30.0
+KUEUE_RECHECK_WINDOW = 600.0
 
 
 HELD = f", held by Kueue's finalizer {KUEUE_FINALIZER}, so its StatefulSet cannot recreate it"
@@ -149,6 +151,8 @@ class Reaper:
         self._unclaimed_since: dict[str, float] = {}  # by uid: bound to a lost node, not taken by a kubelet
         self._kueue_done: set[str] = set()  # uids of pods for which the Workload was deleted
         self._gated_since: dict[str, float] = {}  # by uid: when this process first saw the pod gated
+        self._restarted_at: float | None = None  # when this process last deleted the Workload
+        self._next_look = 0.0  # the next read of the Workload for stranded pods
 
     def observe(self, item: PodList | PodEvent | ChunkEnded) -> None:
         self._cache.apply(item)
@@ -249,27 +253,41 @@ class Reaper:
         return found
 
     def stranded_by_kueue(self) -> list[tuple[PodInfo, str]]:
-        """(pod, why) of every pod still gated KUEUE_STRANDED_SECONDS while another pod of the group was scheduled
-        (with kueue_workload only): Kueue admitted the group and missed this pod's gate."""
-        if self._settings.kueue_workload is None:
-            return []
-        pods = [p for p in self._cache.pods.values() if not p.deleting]
-        running = next((p for p in pods if p.node_name and not p.gated), None)
-        if running is None:
-            return []
+        """(pod, why) of every pod of the group recreated after this process deleted its Workload that is still
+        gated KUEUE_STRANDED_SECONDS while Kueue says the group is admitted: Kueue v0.19 sometimes admits such a
+        group without removing the gates of pods whose predecessors of the same name were still terminating.
+        Looked at for KUEUE_RECHECK_WINDOW after the delete only, the Workload read at most every
+        KUEUE_STRANDED_SECONDS (a gated group is otherwise queued, which is Kueue's business)."""
+        workload = self._settings.kueue_workload
+        restarted = self._restarted_at
         now = self._clock()
-        found = []
-        for pod in pods:
-            since = self._gated_since.get(pod.uid)
-            if since is not None and now - since >= KUEUE_STRANDED_SECONDS and pod.uid not in self._kueue_done:
-                found.append(
-                    (
-                        pod,
-                        f"it is still gated {now - since:.0f}s while {running.name} of its group runs on "
-                        f"{running.node_name}: Kueue admitted the group and did not remove this pod's gate",
-                    )
-                )
-        return found
+        if workload is None or restarted is None or now - restarted > KUEUE_RECHECK_WINDOW or now < self._next_look:
+            return []
+        gated = [
+            (pod, now - max(since, restarted))
+            for pod in self._cache.pods.values()
+            if (since := self._gated_since.get(pod.uid)) is not None and pod.uid not in self._kueue_done
+        ]
+        if not any(age >= KUEUE_STRANDED_SECONDS for _, age in gated):
+            return []
+        self._next_look = now + KUEUE_STRANDED_SECONDS
+        try:
+            found = self._api.get_kueue_workload(namespace=self._settings.namespace, name=workload)
+        except BootstrapError as exc:
+            log.warning("cannot read Kueue Workload %s: %s", workload, exc)
+            return []
+        admitted = found.condition("Admitted") if found is not None else None
+        if found is None or admitted is None or admitted.status != "True":
+            return []
+        return [
+            (
+                pod,
+                f"it is still gated {age:.0f}s after its group's restart while Kueue Workload {workload} says "
+                "Admitted: Kueue did not remove its gate",
+            )
+            for pod, age in gated
+            if age >= KUEUE_STRANDED_SECONDS and pod.uid in found.owner_uids
+        ]
 
     def settling(self) -> float | None:
         """Seconds until the first marked pod that does not answer may be forced (its mark is younger than
@@ -334,6 +352,8 @@ class Reaper:
             log.error("cannot delete Kueue Workload %s that holds pod(s) %s: %s", workload,
                       ", ".join(p.name for p, _ in held), exc)  # fmt: skip
             return
+        if deleted:
+            self._restarted_at, self._next_look = self._clock(), 0.0
         for pod, why in held:
             self._kueue_done.add(pod.uid)
             done = "deleted" if deleted else "found already gone or replaced:"
