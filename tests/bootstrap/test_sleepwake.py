@@ -731,17 +731,21 @@ def test_a_release_queued_at_install_gets_queued_on_its_server_pod_once_and_no_w
     assert "WakeQueued" not in reasons(api) and phase_of(ctl) is Phase.AWAKE
 
 
-def test_a_wake_before_the_watch_showed_the_old_pods_deleting_still_deletes_their_workload() -> None:
+def test_through_kueue_a_wake_waits_until_the_old_pods_are_gone() -> None:
     ctl, api, clock = build_kueue()
     api.kueue_workloads[("ns", "r-arkouda-group")] = {"s", "l0", "l1"}
     idle_until(ctl, clock, asleep=False)
-    ctl.request_arrived(FakeRequest(received_at=clock()))
+    client = FakeRequest(received_at=clock())
+    ctl.request_arrived(client)
     ctl.step()
-    assert phase_of(ctl) is Phase.WAKING
-    ctl.on_pods(listing(*group(**HELD), gate_pod()))  # the old pods, deleting, kept by Kueue's finalizer
+    assert phase_of(ctl) is Phase.DRAINING and api.replicas == {SERVER: 0, LOCALE: 0}  # old pods still listed
+    ctl.on_pods(listing(*group(**HELD), gate_pod()))  # deleting, kept by Kueue's finalizer
     ctl.step()
-    assert ("ns", "r-arkouda-group") not in api.kueue_workloads
-    assert reasons(api).count("QuotaReleased") == 1
+    assert ("ns", "r-arkouda-group") not in api.kueue_workloads and phase_of(ctl) is Phase.DRAINING
+    ctl.on_pods(listing(gate_pod()))
+    ctl.step()
+    assert phase_of(ctl) is Phase.WAKING and api.replicas == {SERVER: 1, LOCALE: 2}
+    assert reasons(api).count("QuotaReleased") == 1 and client.failed == []
 
 
 def test_requests_that_outlived_their_deadline_in_an_api_outage_are_answered_and_wake_nothing() -> None:

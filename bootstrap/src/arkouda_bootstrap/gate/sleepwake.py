@@ -395,6 +395,10 @@ class Controller:
                 "stays: a client request wakes the release (a connection alone does not)",
             )
         if self.held or self._wake_requested:
+            if self._queue is not None and self.phase is Phase.DRAINING:
+                # through Kueue the old pods go first: Kueue may leave the gates on new pods whose predecessors of
+                # the same name are still terminating
+                return self._expire_held(now, MAX_STEP_SECONDS)
             if self._wake_requested or now >= self._backoff_until:
                 # requests that waited out their deadline meanwhile (an API outage) are answered first: the wake's
                 # deadline counts from the oldest one left
