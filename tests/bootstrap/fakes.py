@@ -148,6 +148,8 @@ class FakeKube:
     jobs: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name) -> its pod, which goes with it
     # (namespace, name) -> the uids of the pods it lists as owners
     kueue_workloads: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    # Workloads whose delete does not end (no Kueue controller to drop its finalizer): deleted, they stay
+    stuck_workloads: set[tuple[str, str]] = field(default_factory=set)
     # (namespace, name) -> the Workload's status.conditions (get_kueue_workload)
     kueue_conditions: dict[tuple[str, str], tuple[PodCondition, ...]] = field(default_factory=dict)
     # Jobs whose pod does not end (its node is gone): deleted, they stay until the wait's deadline
@@ -291,8 +293,13 @@ class FakeKube:
             return False
         if uid is not None and uid != f"wl-{name}":
             return False
-        del self.kueue_workloads[(namespace, name)]
+        if (namespace, name) not in self.stuck_workloads:
+            del self.kueue_workloads[(namespace, name)]
         return True
+
+    def wait_kueue_workload_gone(self, *, namespace: str, name: str, uid: str, timeout_seconds: float) -> bool:
+        self._check("wait_kueue_workload_gone", name)
+        return (namespace, name) not in self.kueue_workloads
 
     def get_kueue_workload(self, *, namespace: str, name: str) -> WorkloadInfo | None:
         self._check("get_kueue_workload", name)

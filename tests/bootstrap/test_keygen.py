@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from arkouda_bootstrap.config import KeygenSettings
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.keygen import JOB_GONE_TIMEOUT_SECONDS, run_keygen
+from arkouda_bootstrap.keygen import JOB_GONE_TIMEOUT_SECONDS, WORKLOAD_GONE_TIMEOUT_SECONDS, run_keygen
 from arkouda_bootstrap.kube.api import ForbiddenError, PodCondition
 from arkouda_bootstrap.ssh import keys
 from fakes import FakeKube, make_pod
@@ -255,3 +255,17 @@ def test_before_a_run_only_a_finished_workload_is_deleted() -> None:
     assert key not in done.kueue_workloads
     assert ("delete_kueue_workload", "rel-arkouda-group") in done.calls
     assert run_keygen(FakeKube(), k) == "created Secret rel-arkouda-ssh in namespace ns"  # none yet, or no Kueue
+
+
+def test_a_finished_workload_that_does_not_go_fails_the_hook_naming_it() -> None:
+    key = ("ns", "rel-arkouda-group")
+    k = KeygenSettings(namespace="ns", secret_name="rel-arkouda-ssh", release="rel", kueue_workload=key[1])
+    stuck = FakeKube(kueue_workloads={key: {"uid-a"}}, stuck_workloads={key})
+    stuck.kueue_conditions[key] = (PodCondition(type="Finished", status="True", reason="Succeeded"),)
+    with pytest.raises(BootstrapError) as err:
+        run_keygen(stuck, k)
+    assert str(err.value).startswith(
+        f"Kueue Workload rel-arkouda-group of the last run is still there {WORKLOAD_GONE_TIMEOUT_SECONDS} s after its "
+        "delete (is Kueue's controller running?"
+    )
+    assert "kubectl -n ns get workload rel-arkouda-group" in str(err.value)

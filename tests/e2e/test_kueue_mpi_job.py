@@ -94,7 +94,8 @@ def test_the_next_run_after_helm_upgrade_is_admitted_anew(kube: Kube, queue: Que
     job = f"{RELEASE}-arkouda-server-r2"
     waited = run(["kubectl", "-n", ns, "wait", "--for=condition=complete", f"job/{job}", "--timeout=180s"],
                  timeout=200, check=False)  # fmt: skip
-    assert waited.returncode == 0, waited.stderr + kube.describe_pods(ns)
+    state = run(["kubectl", "-n", ns, "get", "workloads,pods", "-o", "wide"], timeout=30, check=False).stdout
+    assert waited.returncode == 0, waited.stderr + kube.describe_pods(ns) + state + str(workload(custom, ns, RELEASE))
     print(f"\nhelm upgrade -> run 2 Complete {time.monotonic() - t0:.1f}s")
     wait_for("Kueue finished run 2's group", lambda: ((c := condition(workload(custom, ns, RELEASE), "Finished"))
              and c["status"] == "True") or None, timeout=120)  # fmt: skip

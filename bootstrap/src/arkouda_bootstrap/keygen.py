@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 MANAGED_BY = "arkouda-bootstrap"
 # How long the uninstall clean-up waits for a left keygen Job's pod to end: its grace period (30 s) and some.
 JOB_GONE_TIMEOUT_SECONDS = 60
+# How long the hook before an mpi job mode run waits for the last run's deleted Workload to go (Kueue drops its
+# finalizer within a reconcile).
+WORKLOAD_GONE_TIMEOUT_SECONDS = 60
 
 
 def secret_labels(release: str) -> dict[str, str]:
@@ -83,8 +86,18 @@ def _delete_finished_workload(api: KubeApi, *, namespace: str, name: str | None)
     finished = workload.condition("Finished") if workload is not None else None
     if workload is None or workload.deleting or finished is None or finished.status != "True":
         return None
-    gone = api.delete_kueue_workload(namespace=namespace, name=name, uid=workload.uid)
-    return f"Kueue Workload {name} of the last run ({finished.reason or 'Finished'}) {'deleted' if gone else 'gone'}"
+    api.delete_kueue_workload(namespace=namespace, name=name, uid=workload.uid)
+    # gone before the run's pods come: Kueue would otherwise find the one being deleted under the group's name
+    if not api.wait_kueue_workload_gone(
+        namespace=namespace, name=name, uid=workload.uid, timeout_seconds=WORKLOAD_GONE_TIMEOUT_SECONDS
+    ):
+        raise BootstrapError(
+            f"Kueue Workload {name} of the last run is still there {WORKLOAD_GONE_TIMEOUT_SECONDS} s after its "
+            f"delete (is Kueue's controller running? it removes the Workload's finalizer): this run's pods would "
+            f"join that finished group and stay gated; once `kubectl -n {namespace} get workload {name}` finds "
+            "nothing, run helm upgrade again"
+        )
+    return f"Kueue Workload {name} of the last run ({finished.reason or 'Finished'}) deleted"
 
 
 def _keys(api: KubeApi, settings: KeygenSettings) -> str:

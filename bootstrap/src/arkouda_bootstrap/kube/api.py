@@ -278,6 +278,11 @@ class KubeApi(ScaleApi, Protocol):
         """A Kueue Workload (kueue.x-k8s.io/v1beta2); None when it, or Kueue's API, does not exist."""
         ...
 
+    def wait_kueue_workload_gone(self, *, namespace: str, name: str, uid: str, timeout_seconds: float) -> bool:
+        """Wait, by list-then-watch on this name, until the Workload with this `uid` no longer exists; False when
+        it still does after `timeout_seconds`."""
+        ...
+
 
 class ServiceApi(Protocol):
     """What publishing a server outside the cluster needs (`server --register-service`): one Service without a
@@ -762,15 +767,38 @@ class KubernetesApi:
         return _s(uid)
 
     def wait_job_gone(self, *, namespace: str, name: str, uid: str, timeout_seconds: float) -> bool:
+        call = self._batch_api().list_namespaced_job
+        return self._wait_gone("jobs", call, (namespace,), namespace=namespace, name=name, uid=uid,
+                               timeout_seconds=timeout_seconds)  # fmt: skip
+
+    def wait_kueue_workload_gone(self, *, namespace: str, name: str, uid: str, timeout_seconds: float) -> bool:
+        from kubernetes.client import CustomObjectsApi
+
+        call = CustomObjectsApi(self._client).list_namespaced_custom_object
+        args = (KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads")
+        return self._wait_gone(f"workloads.{KUEUE_GROUP}", call, args, namespace=namespace, name=name, uid=uid,
+                               timeout_seconds=timeout_seconds)  # fmt: skip
+
+    def _wait_gone(
+        self,
+        resource: str,
+        call: Callable[..., Any],
+        args: tuple[str, ...],
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        timeout_seconds: float,
+    ) -> bool:
+        """List-then-watch `resource` by this name until the object of `uid` is gone; False at the deadline."""
         from kubernetes import watch
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError, MaxRetryError
 
-        call = self._batch_api().list_namespaced_job
         by_name = f"metadata.name={name}"  # also what lets a Role grant list/watch by resourceNames
         deadline = time.monotonic() + timeout_seconds
         while True:
-            listed = self._call("list jobs", namespace, call, namespace, field_selector=by_name) or {}
+            listed = self._call(f"list {resource}", namespace, call, *args, field_selector=by_name) or {}
             if all(_d(job.get("metadata")).get("uid") != uid for job in listed.get("items") or ()):
                 return True
             left = int(deadline - time.monotonic())
@@ -778,7 +806,7 @@ class KubernetesApi:
                 return False
             stream = watch.Watch(return_type=_RAW_OBJECT).stream(
                 call,
-                namespace,
+                *args,
                 field_selector=by_name,
                 resource_version=_s(_d(listed.get("metadata")).get("resourceVersion")),
                 timeout_seconds=left,
@@ -791,10 +819,10 @@ class KubernetesApi:
                         return True
             except ApiException as exc:
                 if exc.status != 410:  # 410: the version is too old; the next list starts afresh
-                    raise translate_api_error(exc, verb="watch", resource="jobs", namespace=namespace) from None
+                    raise translate_api_error(exc, verb="watch", resource=resource, namespace=namespace) from None
             except MaxRetryError as exc:
                 reason = exc.reason or exc
-                raise ApiUnavailableError(f"cannot reach the Kubernetes API to watch jobs: {reason}") from None
+                raise ApiUnavailableError(f"cannot reach the Kubernetes API to watch {resource}: {reason}") from None
             except HTTPError as exc:
                 log.debug("watch connection ended: %s", exc)
             finally:
