@@ -83,21 +83,3 @@ def test_helm_test_reads_the_log_the_finished_group_left(queue: Queue) -> None:
     proc = helm("test", RELEASE, "-n", queue.ns, "--logs", "--timeout", "2m", timeout=180)
     assert "PASS: 2 ranks x 2 threads, every line exactly once, on 2 hosts" in proc.stdout + proc.stderr
 
-
-def test_the_next_run_after_helm_upgrade_is_admitted_anew(kube: Kube, queue: Queue,
-                                                           custom: client.CustomObjectsApi) -> None:
-    """The finished group's Workload stays with the last launcher pod; the keygen hook deletes it before the next
-    run, which Kueue would otherwise take into that finished group and never ungate."""
-    ns = queue.ns
-    t0 = time.monotonic()
-    helm("upgrade", RELEASE, str(CHART), "-n", ns, "--reuse-values", "--timeout", "4m", timeout=300)
-    job = f"{RELEASE}-arkouda-server-r2"
-    waited = run(["kubectl", "-n", ns, "wait", "--for=condition=complete", f"job/{job}", "--timeout=180s"],
-                 timeout=200, check=False)  # fmt: skip
-    state = run(["kubectl", "-n", ns, "get", "workloads,pods", "-o", "wide"], timeout=30, check=False).stdout
-    assert waited.returncode == 0, waited.stderr + kube.describe_pods(ns) + state + str(workload(custom, ns, RELEASE))
-    print(f"\nhelm upgrade -> run 2 Complete {time.monotonic() - t0:.1f}s")
-    wait_for("Kueue finished run 2's group", lambda: ((c := condition(workload(custom, ns, RELEASE), "Finished"))
-             and c["status"] == "True") or None, timeout=120)  # fmt: skip
-    wait_for("the ClusterQueue's quota free after run 2", lambda: usage_left(custom, queue.cq) == (0, []) or None,
-             timeout=60, describe=lambda: str(usage_left(custom, queue.cq)))  # fmt: skip
