@@ -16,6 +16,7 @@ from arkouda_bootstrap.cli import nodewatch as nodewatch_cli
 from arkouda_bootstrap.cli.options import Values
 from arkouda_bootstrap.errors import BootstrapError, UsageError
 from arkouda_bootstrap.kube.api import (
+    KUEUE_FINALIZER,
     ApiUnavailableError,
     ForbiddenError,
     PodCondition,
@@ -27,7 +28,6 @@ from arkouda_bootstrap.kube.api import (
 from arkouda_bootstrap.kube.ownership import OwnedBy
 from arkouda_bootstrap.kube.podwatch import ChunkEnded
 from arkouda_bootstrap.nodewatch import (
-    KUEUE_FINALIZER,
     KUEUE_SETTLE_SECONDS,
     KUEUE_STRANDED_SECONDS,
     MARK_SETTLE_SECONDS,

@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import KubeApi, PodEvent, PodInfo, PodList, PodRef
+from arkouda_bootstrap.kube.api import KUEUE_FINALIZER, KubeApi, PodEvent, PodInfo, PodList, PodRef
 from arkouda_bootstrap.kube.events import EventRecorder, Reason
 from arkouda_bootstrap.kube.outage import OutageNotice
 from arkouda_bootstrap.kube.ownership import OwnedBy
@@ -63,7 +63,6 @@ TAINT_MANAGER_REASON = "DeletionByTaintManager"
 MARK_SETTLE_SECONDS = 2.0
 # Seconds a pod bound to a lost node may wait for a kubelet to take it (a live one reports the pod in about 1 s).
 UNCLAIMED_SECONDS = 10.0
-KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
 # Seconds an ended pod held only by Kueue's finalizer is left before its Workload is deleted: Kueue removes the
 # finalizer itself when it can (a replacement already exists, the group finished), within its next reconcile.
 KUEUE_SETTLE_SECONDS = 5.0

@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from arkouda_bootstrap.errors import BootstrapError
-from arkouda_bootstrap.kube.api import PodInfo, WorkloadInfo
+from arkouda_bootstrap.kube.api import KUEUE_FINALIZER, PodInfo, WorkloadInfo
 
 log = logging.getLogger(__name__)
-
-KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
 
 
 class QueueApi(Protocol):

@@ -30,6 +30,8 @@ SERVICEACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceacco
 COMPONENT = "arkouda-bootstrap"
 # Kueue's API (global.scheduling.queueName): the version its CRDs store since v0.15
 KUEUE_GROUP = "kueue.x-k8s.io"
+# the finalizer Kueue puts on a pod group's pods (and keeps after their deletion until it lets them go)
+KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
 KUEUE_VERSION = "v1beta2"
 
 
